@@ -1,0 +1,369 @@
+// Package config loads paddock's versioned TOML configuration file.
+//
+// The file is optional when it is the default one (<state-dir>/paddock.toml)
+// and required when named with --config. Every key is known: an unknown key
+// or a bad value is an *Error naming the file, the line where known, and the
+// dotted key. Command-line flags override the file; see internal/cli.
+//
+// The reference of every key is docs/CONFIG.md; keep the two together.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// CurrentVersion is the only file format version this build reads.
+const CurrentVersion = 1
+
+// Config is the whole file. The zero value is not valid; start from Default.
+type Config struct {
+	Version   int       `toml:"version"`
+	Log       Log       `toml:"log"`
+	Anthropic Anthropic `toml:"anthropic"`
+	Proxy     Proxy     `toml:"proxy"`
+}
+
+// Log configures the Runner's own log.
+type Log struct {
+	Format string `toml:"format"` // "text" or "json"
+	Level  string `toml:"level"`  // "debug", "info", "warn", "error"
+}
+
+// Anthropic names the upstream the credential proxy forwards to.
+type Anthropic struct {
+	// Upstream is the base URL; https always, http only to a loopback address.
+	Upstream string `toml:"upstream"`
+}
+
+// Proxy tunes the credential proxy.
+type Proxy struct {
+	// Listen is where the proxy is served on the host besides the boxes'
+	// channels: "unix:/path", "127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT",
+	// "off", or "" for unix:<state-dir>/proxy.sock. Never a non-loopback address.
+	Listen string `toml:"listen"`
+	// MaxRequestBytes caps a request body (the Messages API's own cap is 32 MB).
+	MaxRequestBytes int64 `toml:"max_request_bytes"`
+	// ReadHeaderTimeout bounds how long a client may take to send its headers.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// ReadTimeout bounds how long a client may take to send a whole request body.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// ResponseHeaderTimeout bounds the wait for the upstream's response headers.
+	ResponseHeaderTimeout Duration `toml:"response_header_timeout"`
+	// StreamIdleTimeout ends a response that sends no byte for this long.
+	StreamIdleTimeout Duration `toml:"stream_idle_timeout"`
+	// MaxIdleConns is the size of the upstream keep-alive pool.
+	MaxIdleConns int `toml:"max_idle_conns"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s", "5m").
+type Duration time.Duration
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like \"30s\" or \"5m\"", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// DefaultUpstream is the Anthropic API.
+const DefaultUpstream = "https://api.anthropic.com"
+
+// Default returns the configuration used for every key the file leaves out.
+func Default() Config {
+	return Config{
+		Version:   CurrentVersion,
+		Log:       Log{Format: "text", Level: "info"},
+		Anthropic: Anthropic{Upstream: DefaultUpstream},
+		Proxy: Proxy{
+			MaxRequestBytes:       32 << 20,
+			ReadHeaderTimeout:     Duration(10 * time.Second),
+			ReadTimeout:           Duration(5 * time.Minute),
+			ResponseHeaderTimeout: Duration(10 * time.Minute),
+			StreamIdleTimeout:     Duration(5 * time.Minute),
+			MaxIdleConns:          512,
+		},
+	}
+}
+
+// Error is a problem with one key of one file. File is empty for values that
+// came from flags; Key is the dotted TOML key.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads the file at path over Default. When the file does not exist and
+// mustExist is false, Load returns Default. The result is validated.
+func Load(path string, mustExist bool) (Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !mustExist {
+		return Default(), nil
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes data (named name in errors) over Default and validates it.
+// It never panics, whatever the bytes.
+func Parse(name string, data []byte) (Config, error) {
+	cfg := Default()
+	cfg.Version = 0 // the file must say which format it is in
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
+	if err != nil {
+		return Config{}, decodeError(name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, 0, len(und))
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		sort.Strings(keys)
+		return Config{}, &Error{File: name, Key: keys[0], Msg: "unknown key" + hint(keys[0])}
+	}
+	if !md.IsDefined("version") {
+		return Config{}, &Error{File: name, Key: "version", Msg: fmt.Sprintf("missing; start the file with version = %d", CurrentVersion)}
+	}
+	if err := cfg.Validate(); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			ce.File = name
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// decodeError turns the TOML library's errors into *Error with a key and line.
+func decodeError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		// The library says "incompatible types: TOML value has type string;
+		// destination has type integer"; keep that, it is clear.
+		return &Error{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: msg}
+	}
+	return &Error{File: name, Msg: err.Error()}
+}
+
+// known lists every key, for "did you mean" hints.
+var known = []string{
+	"version", "log.format", "log.level", "anthropic.upstream",
+	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
+	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
+}
+
+func hint(key string) string {
+	best, bestD := "", 4
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return " (see docs/CONFIG.md for the keys)"
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Validate checks every value. Errors are *Error with Key set and File empty.
+func (c Config) Validate() error {
+	if c.Version != CurrentVersion {
+		return &Error{Key: "version", Msg: fmt.Sprintf("this paddock reads version %d, the file says %d", CurrentVersion, c.Version)}
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return &Error{Key: "log.format", Msg: fmt.Sprintf("%q is not one of text, json", c.Log.Format)}
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		return &Error{Key: "log.level", Msg: err.Error()}
+	}
+	if _, err := ParseUpstream(c.Anthropic.Upstream); err != nil {
+		return &Error{Key: "anthropic.upstream", Msg: err.Error()}
+	}
+	if _, err := ParseListen(c.Proxy.Listen); err != nil {
+		return &Error{Key: "proxy.listen", Msg: err.Error()}
+	}
+	if c.Proxy.MaxRequestBytes < 1024 || c.Proxy.MaxRequestBytes > 1<<30 {
+		return &Error{Key: "proxy.max_request_bytes", Msg: fmt.Sprintf("%d is outside 1024..1073741824", c.Proxy.MaxRequestBytes)}
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{
+		{"proxy.read_header_timeout", c.Proxy.ReadHeaderTimeout},
+		{"proxy.read_timeout", c.Proxy.ReadTimeout},
+		{"proxy.response_header_timeout", c.Proxy.ResponseHeaderTimeout},
+		{"proxy.stream_idle_timeout", c.Proxy.StreamIdleTimeout},
+	} {
+		if d.v <= 0 {
+			return &Error{Key: d.key, Msg: fmt.Sprintf("%s must be positive", time.Duration(d.v))}
+		}
+	}
+	if c.Proxy.MaxIdleConns < 1 || c.Proxy.MaxIdleConns > 65536 {
+		return &Error{Key: "proxy.max_idle_conns", Msg: fmt.Sprintf("%d is outside 1..65536", c.Proxy.MaxIdleConns)}
+	}
+	return nil
+}
+
+// ParseLevel reads a log level name.
+func ParseLevel(s string) (Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return LevelDebug, nil
+	case "info":
+		return LevelInfo, nil
+	case "warn", "warning":
+		return LevelWarn, nil
+	case "error":
+		return LevelError, nil
+	}
+	return 0, fmt.Errorf("%q is not one of debug, info, warn, error", s)
+}
+
+// Level mirrors slog's levels without importing slog here.
+type Level int
+
+// Levels, equal to slog's.
+const (
+	LevelDebug Level = -4
+	LevelInfo  Level = 0
+	LevelWarn  Level = 4
+	LevelError Level = 8
+)
+
+// ParseUpstream checks an upstream base URL: https to any host, or http to a
+// loopback address only (tests, a local gateway). No user info, query or
+// fragment. The path, if any, is kept as a prefix.
+func ParseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a URL", s)
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return nil, fmt.Errorf("%q has no host; write it like https://api.anthropic.com", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return nil, fmt.Errorf("%q may not carry user info, a query or a fragment", s)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !IsLoopbackHost(u.Hostname()) {
+			return nil, fmt.Errorf("%q: plain http is allowed only to a loopback address; use https", s)
+		}
+	default:
+		return nil, fmt.Errorf("%q: scheme must be https (or http to a loopback address)", s)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// IsLoopbackHost reports whether host is "localhost" or a loopback IP literal.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback() && a.Zone() == ""
+}
+
+// Listen is a parsed proxy.listen value.
+type Listen struct {
+	Network string // "unix", "tcp" or "" (off / default)
+	Address string
+	Off     bool
+}
+
+// ParseListen checks a proxy.listen value; see Proxy.Listen.
+func ParseListen(s string) (Listen, error) {
+	switch {
+	case s == "":
+		return Listen{}, nil
+	case s == "off":
+		return Listen{Off: true}, nil
+	case strings.HasPrefix(s, "unix:"):
+		p := strings.TrimPrefix(s, "unix:")
+		if !strings.HasPrefix(p, "/") {
+			return Listen{}, fmt.Errorf("%q: a unix socket path must be absolute", s)
+		}
+		return Listen{Network: "unix", Address: p}, nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return Listen{}, fmt.Errorf("%q is not unix:/path, host:port or off", s)
+	}
+	if !IsLoopbackHost(host) {
+		return Listen{}, fmt.Errorf("%q is not a loopback address; the proxy is never exposed to a network", s)
+	}
+	if _, err := netip.ParseAddrPort("127.0.0.1:" + port); err != nil {
+		return Listen{}, fmt.Errorf("%q: bad port", s)
+	}
+	return Listen{Network: "tcp", Address: s}, nil
+}

@@ -1,0 +1,149 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGoodFile(t *testing.T) {
+	cfg, err := Load("testdata/good.toml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Log.Format != "json" || cfg.Log.Level != "debug" {
+		t.Fatalf("log = %+v", cfg.Log)
+	}
+	if cfg.Proxy.StreamIdleTimeout.D() != 90*time.Second || cfg.Proxy.MaxRequestBytes != 1<<20 {
+		t.Fatalf("proxy = %+v", cfg.Proxy)
+	}
+	// Keys the file leaves out keep their defaults.
+	if cfg.Proxy.ReadHeaderTimeout != Default().Proxy.ReadHeaderTimeout {
+		t.Fatalf("default lost: %v", cfg.Proxy.ReadHeaderTimeout)
+	}
+	u, err := ParseUpstream(cfg.Anthropic.Upstream)
+	if err != nil || u.Path != "/prefix" {
+		t.Fatalf("upstream %v %v", u, err)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file, key, msg string
+	}{
+		{"unknown_key.toml", "proxy.listn", `did you mean "proxy.listen"`},
+		{"unknown_section.toml", "unknown_section", "unknown key"},
+		{"bad_type.toml", "proxy.max_request_bytes", "incompatible types"},
+		{"http_upstream.toml", "anthropic.upstream", "only to a loopback"},
+		{"no_version.toml", "version", "missing"},
+		{"bad_duration.toml", "proxy.stream_idle_timeout", "not a duration"},
+		{"public_listen.toml", "proxy.listen", "not a loopback"},
+		{"broken_syntax.toml", "", "to end table name"},
+		{"future_version.toml", "version", "reads version 1"},
+		{"bad_format.toml", "log.format", `"xml" is not one of`},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.file)
+			_, err := Load(path, true)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T %v is not *Error", err, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, path) {
+				t.Errorf("error %q does not name the file", msg)
+			}
+			if tc.key != "" && !strings.Contains(msg, tc.key) {
+				t.Errorf("error %q does not name key %s", msg, tc.key)
+			}
+			if !strings.Contains(msg, tc.msg) {
+				t.Errorf("error %q does not say %q", msg, tc.msg)
+			}
+		})
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "none.toml")
+	cfg, err := Load(p, false)
+	if err != nil || cfg != Default() {
+		t.Fatalf("optional missing file: %v", err)
+	}
+	if _, err := Load(p, true); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("required missing file: %v", err)
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseUpstream(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"https://api.anthropic.com":         true,
+		"https://gw.example.test/anthropic": true,
+		"http://127.0.0.1:8080":             true,
+		"http://[::1]:8080":                 true,
+		"http://localhost:1":                true,
+		"http://10.0.0.1":                   false,
+		"http://127.0.0.1.nip.io":           false,
+		"ftp://api.anthropic.com":           false,
+		"https://user:pw@api.anthropic.com": false,
+		"https://api.anthropic.com/?x=1":    false,
+		"api.anthropic.com":                 false,
+		"":                                  false,
+		"https://":                          false,
+	} {
+		_, err := ParseUpstream(in)
+		if (err == nil) != ok {
+			t.Errorf("ParseUpstream(%q) err=%v, want ok=%v", in, err, ok)
+		}
+	}
+}
+
+func TestParseListen(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"": true, "off": true, "unix:/run/x.sock": true, "127.0.0.1:0": true, "[::1]:80": true,
+		"localhost:7780": true, "0.0.0.0:80": false, ":80": false, "unix:rel.sock": false,
+		"10.1.2.3:80": false, "127.0.0.1": false, "127.0.0.1:x": false,
+	} {
+		_, err := ParseListen(in)
+		if (err == nil) != ok {
+			t.Errorf("ParseListen(%q) err=%v, want ok=%v", in, err, ok)
+		}
+	}
+}
+
+// FuzzParse: arbitrary bytes give a config that validates, or an *Error; never a panic.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.toml")
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Add([]byte("version = 1\n[proxy]\nread_timeout = \"-1s\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.toml", data)
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T is not *Error: %v", err, err)
+			}
+			if ce.File != "fuzz.toml" {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted config does not validate: %v", err)
+		}
+	})
+}

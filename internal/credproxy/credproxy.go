@@ -1,0 +1,626 @@
+// Package credproxy is the credential proxy: an HTTP reverse proxy that
+// accepts a live per-session token from a box and forwards the request to
+// the Anthropic API with the owner's real credential in its place.
+//
+// Contract, for every request:
+//
+//   - Only POST /v1/messages, POST /v1/messages/count_tokens and GET
+//     /v1/models are forwarded, matched on the raw request target byte for
+//     byte, each only with its method, with the query policy of routes.go.
+//     HEAD /api/hello is answered locally (see helloPath). Anything else gets
+//     an error in the Anthropic JSON shape and causes no upstream request.
+//   - CONNECT, absolute-form and authority-form targets, and any Upgrade
+//     (h2c, websocket) are refused.
+//   - The session token must arrive, exactly once, in the header its kind
+//     travels in (Authorization: Bearer for oauth and auth_token, x-api-key
+//     for api_key) and be live. A connection that arrived over a session's
+//     channel (WithChannelSession) accepts only that session's token.
+//   - Every client credential header is removed, in any case or spelling,
+//     duplicated, nominated in Connection or sent as a trailer; so are
+//     hop-by-hop and X-Forwarded-* headers. The owner's credential is then
+//     set exactly once. Other headers (anthropic-version, anthropic-beta, the
+//     CLI's own) pass unchanged.
+//   - The request body is read completely (up to MaxRequestBytes) before the
+//     upstream is called. This avoids golang/go#40747, where an upstream that
+//     answers before it has read the body makes the transport cut streams and
+//     drop connections, and it lets paddock log the model.
+//   - The response is streamed back untouched, each write flushed at once;
+//     a client that goes away cancels the upstream request at once.
+//   - One Entry per request goes to the decision log and one line to the
+//     Runner's log. Neither can hold a secret: see package secret.
+package credproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/sessiontoken"
+)
+
+// Tokens checks session tokens; *sessiontoken.Registry implements it.
+type Tokens interface {
+	Lookup(secret.Value) (sessiontoken.Record, bool)
+}
+
+// Options configure a Proxy. Upstream, Credential and Tokens are required.
+type Options struct {
+	// Upstream is the API base URL (already checked by config.ParseUpstream);
+	// its path, if any, prefixes every route.
+	Upstream   *url.URL
+	Credential credential.Provider
+	Tokens     Tokens
+	// Log receives one line per decision; nil discards.
+	Log *slog.Logger
+	// Decisions receives one Entry per request; nil discards.
+	Decisions decisionlog.Sink
+	// MaxRequestBytes caps a request body; 0 means 32 MiB.
+	MaxRequestBytes int64
+	// ReadTimeout bounds reading one request body; 0 means 5 minutes.
+	ReadTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for upstream headers; 0 means 10 minutes.
+	ResponseHeaderTimeout time.Duration
+	// StreamIdleTimeout ends a response silent for this long; 0 means 5 minutes.
+	StreamIdleTimeout time.Duration
+	// MaxIdleConns sizes the upstream keep-alive pool; 0 means 512.
+	MaxIdleConns int
+	// Transport replaces the upstream transport (tests); nil builds one.
+	Transport http.RoundTripper
+}
+
+// Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
+// relies on.
+type Proxy struct {
+	opts      Options
+	rp        *httputil.ReverseProxy
+	log       *slog.Logger
+	decisions decisionlog.Sink
+	ids       atomic.Uint64
+	idPrefix  string
+	bufs      sync.Pool
+	// pending counts entries being recorded; Drain waits for zero. (A
+	// WaitGroup may not be Added to while someone Waits at zero.)
+	pendMu  sync.Mutex
+	pendC   *sync.Cond
+	pending int
+}
+
+// New checks opts and builds the proxy.
+func New(opts Options) (*Proxy, error) {
+	if opts.Upstream == nil || opts.Credential == nil || opts.Tokens == nil {
+		return nil, errors.New("credproxy: Upstream, Credential and Tokens are required")
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 32 << 20
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 5 * time.Minute
+	}
+	if opts.ResponseHeaderTimeout <= 0 {
+		opts.ResponseHeaderTimeout = 10 * time.Minute
+	}
+	if opts.StreamIdleTimeout <= 0 {
+		opts.StreamIdleTimeout = 5 * time.Minute
+	}
+	if opts.MaxIdleConns <= 0 {
+		opts.MaxIdleConns = 512
+	}
+	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions}
+	p.pendC = sync.NewCond(&p.pendMu)
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.decisions == nil {
+		p.decisions = decisionlog.Discard{}
+	}
+	p.idPrefix = "req_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "_"
+	tr := opts.Transport
+	if tr == nil {
+		tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1, // flush every write: SSE events must not wait
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       nil,
+		BufferPool:     bufferPool{},
+	}
+	return p, nil
+}
+
+// NewTransport is the upstream transport: no proxy from the environment
+// (the Runner's own HTTPS_PROXY must not see the credential), no automatic
+// compression (the client's Accept-Encoding passes through, so bytes come
+// back as the upstream sent them), a keep-alive pool sized for many
+// concurrent streams, HTTP/2 to https upstreams.
+func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          maxIdle,
+		MaxIdleConnsPerHost:   maxIdle,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		DisableCompression:    true,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+}
+
+// NewServer wraps a handler in an http.Server with the proxy's limits: a
+// header read timeout, bounded header size, keep-alive idle timeout. It has
+// no ReadTimeout or WriteTimeout, which would cut long streams; the body read
+// deadline is set per request instead.
+func NewServer(h http.Handler, readHeaderTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		// "OPTIONS *" must reach the handler (and be refused), not get
+		// the server's own 200.
+		DisableGeneralOptionsHandler: true,
+	}
+}
+
+type ctxKey int
+
+const (
+	keyChannelSession ctxKey = iota
+	keyState
+)
+
+// WithChannelSession marks a connection's context as arriving over the
+// named session's channel; only that session's token is accepted on it.
+// Use it from http.Server.ConnContext.
+func WithChannelSession(ctx context.Context, session string) context.Context {
+	return context.WithValue(ctx, keyChannelSession, session)
+}
+
+func channelSession(ctx context.Context) (string, bool) {
+	s, ok := ctx.Value(keyChannelSession).(string)
+	return s, ok
+}
+
+// reqState travels from ServeHTTP to Rewrite and ModifyResponse.
+type reqState struct {
+	entry    decisionlog.Entry
+	rt       route
+	query    string
+	body     []byte
+	cred     credential.Credential
+	token    string // the presented token, to strip copies of it
+	scanner  *anthropic.UsageScanner
+	bytesOut atomic.Int64
+	cancel   context.CancelFunc
+	upErr    error
+	buf      *bytes.Buffer
+	cw       *countingWriter
+}
+
+func (p *Proxy) nextID() string { return p.idPrefix + strconv.FormatUint(p.ids.Add(1), 10) }
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	st := &reqState{entry: decisionlog.Entry{
+		Time: start.UTC(), RequestID: p.nextID(), Method: r.Method, Path: truncate(r.RequestURI, 200),
+	}}
+	// One deferred finish, so that it runs even when the reverse proxy aborts
+	// a broken stream with panic(http.ErrAbortHandler).
+	defer p.finish(st, r, start)
+
+	refuse := func(status int, typ, reason string) {
+		st.entry.Decision, st.entry.Reason, st.entry.Status = "refused", reason, status
+		anthropic.WriteError(w, status, typ, reason, st.entry.RequestID)
+	}
+
+	// Target form: only origin-form ("/path?query"). CONNECT uses
+	// authority-form, forward proxies absolute-form; neither is ours.
+	if r.Method == http.MethodConnect {
+		refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "CONNECT is not served by the credential proxy")
+		return
+	}
+	if !strings.HasPrefix(r.RequestURI, "/") || r.URL.IsAbs() || r.URL.Host != "" {
+		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "only origin-form request targets (/v1/...) are served")
+		return
+	}
+	if wantsUpgrade(r) {
+		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "protocol upgrades (h2c, websocket) are not served")
+		return
+	}
+	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
+	if rawPath == helloPath && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
+		st.entry.Decision, st.entry.Reason, st.entry.Status = "local", "preconnect answered by paddock", http.StatusOK
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	rts := matchPath(rawPath)
+	if len(rts) == 0 {
+		refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models")
+		return
+	}
+	var rt route
+	found := false
+	for _, c := range rts {
+		if c.method == r.Method {
+			rt, found = c, true
+		}
+	}
+	if !found {
+		w.Header().Set("Allow", allowed(rts))
+		refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+truncate(r.Method, 20)+" is not allowed on "+rawPath)
+		return
+	}
+	st.rt = rt
+	q, why := checkQuery(rt, rawQuery)
+	if why != "" {
+		refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
+		return
+	}
+	st.query = q
+
+	// Authentication: the token, once, in its kind's header.
+	rec, tok, why := p.authenticate(r)
+	if why != "" {
+		refuse(http.StatusUnauthorized, anthropic.Authentication, why)
+		return
+	}
+	st.entry.Session = rec.Session
+	st.token = tok
+	if ch, ok := channelSession(r.Context()); ok && ch != rec.Session {
+		refuse(http.StatusForbidden, anthropic.Permission, "this token belongs to another session than the box it came from")
+		return
+	}
+	cred, err := p.opts.Credential.Current()
+	if err != nil {
+		// The message names what to do; it never holds a secret.
+		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())
+		return
+	}
+	if cred.Kind != rec.Kind {
+		p.log.Warn("owner credential kind differs from the session token's; restart the session so its CLI matches",
+			logkey.Session, rec.Session, logkey.Kind, string(cred.Kind))
+	}
+	st.cred = cred
+
+	// Read the whole body before going upstream (see the package doc).
+	body, status, why := p.readBody(w, r)
+	if why != "" {
+		typ := anthropic.InvalidRequest
+		if status == http.StatusRequestEntityTooLarge {
+			typ = anthropic.RequestTooLarge
+		}
+		refuse(status, typ, why)
+		return
+	}
+	st.buf = body
+	st.body = body.Bytes()
+	st.entry.BytesIn = int64(body.Len())
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st.cancel = cancel
+	st.entry.Decision = "forwarded"
+	st.cw = &countingWriter{ResponseWriter: w, n: &st.bytesOut}
+	p.rp.ServeHTTP(st.cw, r.WithContext(context.WithValue(ctx, keyState, st)))
+}
+
+// finish completes the entry and hands it to a background goroutine, so the
+// response (whose last chunk the server writes after ServeHTTP returns) is
+// not held up by summarizing the body or writing the logs.
+func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
+	if st.cw != nil {
+		st.entry.BytesOut = st.bytesOut.Load()
+		if st.entry.Status == 0 {
+			st.entry.Status = st.cw.status
+		}
+		if r.Context().Err() != nil && st.entry.Reason == "" {
+			st.entry.Reason = "client went away"
+		}
+	}
+	st.entry.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	p.pendMu.Lock()
+	p.pending++
+	p.pendMu.Unlock()
+	go func() {
+		p.record(st)
+		p.putBuf(st.buf)
+		p.pendMu.Lock()
+		if p.pending--; p.pending == 0 {
+			p.pendC.Broadcast()
+		}
+		p.pendMu.Unlock()
+	}()
+}
+
+// Drain waits until every request finished so far has been recorded.
+func (p *Proxy) Drain() {
+	p.pendMu.Lock()
+	for p.pending > 0 {
+		p.pendC.Wait()
+	}
+	p.pendMu.Unlock()
+}
+
+// authenticate finds the session token. The rules: exactly one value in
+// exactly one of Authorization / X-Api-Key (other spellings are stripped
+// unread), the value in that header's form, live, and issued for the kind
+// that travels in that header.
+func (p *Proxy) authenticate(r *http.Request) (sessiontoken.Record, string, string) {
+	auth := r.Header.Values("Authorization")
+	keys := r.Header.Values("X-Api-Key")
+	if len(auth) > 1 || len(keys) > 1 {
+		return sessiontoken.Record{}, "", "a credential header is repeated"
+	}
+	try := func(vals []string, kinds ...credential.Kind) (sessiontoken.Record, string, bool) {
+		if len(vals) != 1 {
+			return sessiontoken.Record{}, "", false
+		}
+		tok, ok := kinds[0].FromHeaderValue(vals[0])
+		if !ok {
+			return sessiontoken.Record{}, "", false
+		}
+		rec, ok := p.opts.Tokens.Lookup(tok)
+		if !ok {
+			return sessiontoken.Record{}, "", false
+		}
+		for _, k := range kinds {
+			if rec.Kind == k {
+				return rec, tok.Reveal(), true
+			}
+		}
+		return sessiontoken.Record{}, "", false
+	}
+	if rec, tok, ok := try(keys, credential.KindAPIKey); ok {
+		return rec, tok, ""
+	}
+	if rec, tok, ok := try(auth, credential.KindOAuth, credential.KindAuthToken); ok {
+		return rec, tok, ""
+	}
+	if len(auth) == 0 && len(keys) == 0 {
+		return sessiontoken.Record{}, "", "no session token: send it as the box's credential (x-api-key or Authorization: Bearer)"
+	}
+	// One message for unknown, revoked and misplaced tokens: the caller
+	// learns nothing about which tokens exist.
+	return sessiontoken.Record{}, "", "invalid session token (unknown, revoked, or in the wrong header)"
+}
+
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int, string) {
+	buf := p.getBuf()
+	if r.Method == http.MethodGet {
+		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
+			p.putBuf(buf)
+			return nil, http.StatusBadRequest, "a GET request may not have a body"
+		}
+		return buf, 0, ""
+	}
+	if r.ContentLength > p.opts.MaxRequestBytes {
+		p.putBuf(buf)
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(p.opts.ReadTimeout))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.opts.MaxRequestBytes))
+	// Clear the deadline before streaming the response: a deadline hit by
+	// the server's background read would cancel the request mid-stream.
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		p.putBuf(buf)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
+		}
+		return nil, http.StatusBadRequest, "the request body could not be read completely"
+	}
+	return buf, 0, ""
+}
+
+// rewrite builds the upstream request. httputil.ReverseProxy has already
+// removed hop-by-hop headers, those named in Connection, and Forwarded /
+// X-Forwarded-* from pr.Out.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(keyState).(*reqState)
+	out := pr.Out
+	u := *p.opts.Upstream
+	u.Path = p.opts.Upstream.Path + st.rt.path
+	u.RawPath = ""
+	u.RawQuery = st.query
+	u.Fragment = ""
+	out.URL = &u
+	out.Host = ""
+	out.Trailer = nil // request trailers never travel upstream
+	sanitize(out.Header, st.token)
+	out.Header.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
+	if out.Method == http.MethodGet {
+		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
+	} else {
+		b := st.body
+		out.Body = io.NopCloser(bytes.NewReader(b))
+		out.ContentLength = int64(len(b))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	out.TransferEncoding = nil
+	out.Close = false
+	// A client's User-Agent passes unchanged; when it sends none,
+	// ReverseProxy keeps Go's default one out.
+}
+
+// modifyResponse taps the body for usage and the idle timeout; it never
+// changes a byte.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	st := resp.Request.Context().Value(keyState).(*reqState)
+	st.entry.Status = resp.StatusCode
+	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		st.scanner = &anthropic.UsageScanner{}
+	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
+		st.scanner = &anthropic.UsageScanner{JSON: true}
+	}
+	resp.Body = newTapBody(resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	return nil
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	st := r.Context().Value(keyState).(*reqState)
+	st.upErr = err
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		st.entry.Status, st.entry.Reason = 499, "client went away"
+		return
+	}
+	msg := "the upstream API could not be reached"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		msg = "the upstream API did not answer in time"
+	}
+	st.entry.Status, st.entry.Reason = http.StatusBadGateway, msg
+	anthropic.WriteError(w, http.StatusBadGateway, anthropic.APIError, msg, st.entry.RequestID)
+}
+
+func (p *Proxy) record(st *reqState) {
+	e := &st.entry
+	if e.Decision == "forwarded" {
+		sum := anthropic.Summarize(st.body)
+		e.Model, e.Stream, e.ToolResultIDs = sum.Model, sum.Stream, sum.ToolResultIDs
+		if st.scanner != nil {
+			st.scanner.Close()
+			if st.scanner.Model != "" {
+				e.Model = st.scanner.Model
+			}
+			u := st.scanner.Usage
+			e.InputTokens, e.OutputTokens = u.InputTokens, u.OutputTokens
+			e.CacheReadTokens, e.CacheCreationTokens = u.CacheReadInputTokens, u.CacheCreationInputTokens
+		}
+	}
+	st.body = nil
+	p.decisions.Record(*e)
+	level := slog.LevelInfo
+	if e.Decision == "refused" || e.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{
+		slog.String(logkey.Decision, e.Decision), slog.String(logkey.Session, e.Session),
+		slog.String(logkey.RequestID, e.RequestID), slog.String(logkey.Method, e.Method),
+		slog.String(logkey.Path, e.Path), slog.Int(logkey.Status, e.Status),
+		slog.Int64(logkey.BytesIn, e.BytesIn), slog.Int64(logkey.BytesOut, e.BytesOut),
+		slog.Float64(logkey.Duration, e.DurationMS),
+	}
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String(logkey.Reason, e.Reason))
+	}
+	if e.Model != "" {
+		attrs = append(attrs, slog.String(logkey.Model, e.Model),
+			slog.Int64(logkey.InputTok, e.InputTokens), slog.Int64(logkey.OutputTok, e.OutputTokens))
+	}
+	if st.upErr != nil {
+		attrs = append(attrs, slog.String(logkey.Error, st.upErr.Error()))
+	}
+	p.log.LogAttrs(context.Background(), level, "proxy decision", attrs...)
+}
+
+func (p *Proxy) getBuf() *bytes.Buffer {
+	if b, ok := p.bufs.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+func (p *Proxy) putBuf(b *bytes.Buffer) {
+	if b != nil && b.Cap() <= 1<<20 { // do not pin huge bodies in the pool
+		p.bufs.Put(b)
+	}
+}
+
+// countingWriter counts response bytes and remembers the status for
+// responses that paddock itself writes. It forwards Flush and Unwrap so the
+// reverse proxy's immediate flushing still works.
+type countingWriter struct {
+	http.ResponseWriter
+	n      *atomic.Int64
+	status int
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// tapBody feeds a usage scanner and enforces the idle timeout.
+type tapBody struct {
+	rc      io.ReadCloser
+	scanner *anthropic.UsageScanner
+	timer   *time.Timer
+	idle    time.Duration
+}
+
+func newTapBody(rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc) *tapBody {
+	return &tapBody{rc: rc, scanner: sc, idle: idle, timer: time.AfterFunc(idle, cancel)}
+}
+
+func (t *tapBody) Read(b []byte) (int, error) {
+	n, err := t.rc.Read(b)
+	if n > 0 {
+		t.timer.Reset(t.idle)
+		if t.scanner != nil {
+			t.scanner.Write(b[:n])
+		}
+	}
+	return n, err
+}
+
+func (t *tapBody) Close() error {
+	t.timer.Stop()
+	return t.rc.Close()
+}
+
+// bufferPool gives the reverse proxy 32 KiB copy buffers.
+type bufferPool struct{}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBufs.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBufs.Put(&b) }

@@ -1,0 +1,99 @@
+package credproxy
+
+import (
+	"net/http"
+	"strings"
+)
+
+// normName lowercases a header name and folds '_' to '-', because some
+// servers and proxies treat X_Api_Key as X-Api-Key.
+func normName(k string) string {
+	return strings.ReplaceAll(strings.ToLower(k), "_", "-")
+}
+
+// strippedExact are removed from every forwarded request whatever their case
+// or '_' spelling: credentials, and what a client could use to lie about
+// where the request came from. Hop-by-hop headers and those named in
+// Connection are already removed by httputil.ReverseProxy; they are listed
+// again so that the rule holds here on its own.
+var strippedExact = map[string]bool{
+	"authorization":       true,
+	"proxy-authorization": true,
+	"x-api-key":           true,
+	"api-key":             true,
+	"cookie":              true,
+	"forwarded":           true,
+	"x-real-ip":           true,
+	"via":                 true,
+	"connection":          true,
+	"proxy-connection":    true,
+	"keep-alive":          true,
+	"te":                  true,
+	"trailer":             true,
+	"transfer-encoding":   true,
+	"upgrade":             true,
+	"expect":              true, // the body is already read; no 100-continue upstream
+	"content-length":      true, // set by paddock from the buffered body
+	"http2-settings":      true,
+}
+
+// isStripped reports whether a request header never reaches the upstream.
+// Besides the exact list: every X-Forwarded-*, and any name that looks like
+// it carries a credential (…-token, …-secret, …auth…, …api-key…).
+func isStripped(k string) bool {
+	n := normName(k)
+	if strippedExact[n] {
+		return true
+	}
+	if strings.HasPrefix(n, "x-forwarded-") || strings.HasPrefix(n, "proxy-") {
+		return true
+	}
+	return strings.Contains(n, "auth") || strings.Contains(n, "api-key") || strings.Contains(n, "apikey") ||
+		strings.HasSuffix(n, "-token") || strings.HasSuffix(n, "-secret") || strings.Contains(n, "cookie")
+}
+
+// sanitize removes every stripped header from h, and any header whose value
+// contains the session token (a client could copy it into a custom header).
+func sanitize(h http.Header, token string) {
+	for k, vs := range h {
+		if isStripped(k) {
+			delete(h, k)
+			continue
+		}
+		if token == "" {
+			continue
+		}
+		for _, v := range vs {
+			if strings.Contains(v, token) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// connectionNominated returns the headers a request names in Connection.
+func connectionNominated(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// wantsUpgrade reports an Upgrade attempt (h2c, websocket, anything).
+func wantsUpgrade(r *http.Request) bool {
+	if len(r.Header.Values("Upgrade")) > 0 || len(r.Header.Values("Http2-Settings")) > 0 {
+		return true
+	}
+	for _, f := range connectionNominated(r.Header) {
+		if strings.EqualFold(f, "upgrade") {
+			return true
+		}
+	}
+	return false
+}

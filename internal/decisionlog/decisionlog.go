@@ -1,0 +1,176 @@
+// Package decisionlog keeps one line per proxy decision for each session, as
+// JSON Lines in <state-dir>/logs/<session>.jsonl, for `paddock logs`.
+//
+// An Entry holds no secret by construction: it has no field that could carry
+// a header value or a body.
+package decisionlog
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// Entry is one decision of the credential proxy.
+type Entry struct {
+	Time      time.Time `json:"time"`
+	Session   string    `json:"session"`
+	RequestID string    `json:"request_id"`
+	Method    string    `json:"method"`
+	Path      string    `json:"path"`
+	// Decision is "forwarded", "refused" or "local" (answered by paddock).
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Status   int    `json:"status"`
+	BytesIn  int64  `json:"bytes_in"`
+	BytesOut int64  `json:"bytes_out"`
+	// DurationMS is from the request's arrival to the last response byte.
+	DurationMS          float64  `json:"duration_ms"`
+	Model               string   `json:"model,omitempty"`
+	Stream              bool     `json:"stream,omitempty"`
+	InputTokens         int64    `json:"input_tokens,omitempty"`
+	OutputTokens        int64    `json:"output_tokens,omitempty"`
+	CacheReadTokens     int64    `json:"cache_read_tokens,omitempty"`
+	CacheCreationTokens int64    `json:"cache_creation_tokens,omitempty"`
+	ToolResultIDs       []string `json:"tool_result_ids,omitempty"`
+	UpstreamRequestID   string   `json:"upstream_request_id,omitempty"`
+}
+
+// Sink receives entries. Record must not block for long: it runs at the end
+// of every proxied request.
+type Sink interface {
+	Record(Entry)
+}
+
+// validSession keeps a session id usable as a file name.
+var validSession = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Dir writes and reads the per-session files of one directory.
+type Dir struct {
+	path string
+	// OnError is told about write failures (e.g. a full disk); a failed log
+	// write never fails the request it describes.
+	OnError func(error)
+
+	mu    sync.Mutex
+	files map[string]*os.File
+}
+
+// OpenDir prepares dir (mode 0700).
+func OpenDir(dir string) (*Dir, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("decision log directory: %w", err)
+	}
+	return &Dir{path: dir, files: map[string]*os.File{}}, nil
+}
+
+// Record implements Sink. Entries without a session (a request with no valid
+// token) are not written here; the Runner's own log has them.
+func (d *Dir) Record(e Entry) {
+	if !validSession.MatchString(e.Session) {
+		return
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.files[e.Session]
+	if f == nil {
+		f, err = os.OpenFile(filepath.Join(d.path, e.Session+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			d.fail(err)
+			return
+		}
+		d.files[e.Session] = f
+	}
+	// One write per line with O_APPEND: lines never interleave.
+	if _, err := f.Write(line); err != nil {
+		d.fail(err)
+	}
+}
+
+func (d *Dir) fail(err error) {
+	if d.OnError != nil {
+		d.OnError(fmt.Errorf("write decision log: %w", err))
+	}
+}
+
+// Read returns the session's entries, oldest first; at most the last n when
+// n > 0. A session with no file has no entries. Damaged lines are skipped.
+func (d *Dir) Read(session string, n int) ([]Entry, error) {
+	if !validSession.MatchString(session) {
+		return nil, fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
+	}
+	f, err := os.Open(filepath.Join(d.path, session+".jsonl"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Entry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Entry
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			out = append(out, e)
+			if n > 0 && len(out) > 2*n {
+				out = append(out[:0], out[len(out)-n:]...)
+			}
+		}
+	}
+	if n > 0 && len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, sc.Err()
+}
+
+// Remove deletes a session's file.
+func (d *Dir) Remove(session string) error {
+	if !validSession.MatchString(session) {
+		return fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
+	}
+	d.mu.Lock()
+	if f := d.files[session]; f != nil {
+		f.Close()
+		delete(d.files, session)
+	}
+	d.mu.Unlock()
+	err := os.Remove(filepath.Join(d.path, session+".jsonl"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Close closes every open file.
+func (d *Dir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for k, f := range d.files {
+		errs = append(errs, f.Close())
+		delete(d.files, k)
+	}
+	return errors.Join(errs...)
+}
+
+// Discard is a Sink that drops everything.
+type Discard struct{}
+
+// Record implements Sink.
+func (Discard) Record(Entry) {}

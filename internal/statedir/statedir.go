@@ -1,0 +1,134 @@
+// Package statedir finds, creates and locks paddock's state directory.
+//
+// Layout (all owner-only):
+//
+//	<state-dir>/
+//	  paddock.toml      optional config (internal/config)
+//	  paddock.lock      flock held by the one running `paddock serve`
+//	  paddock.sock      the Runner's HTTP API (0600)
+//	  proxy.sock        the credential proxy on the host (0600), unless configured otherwise
+//	  paddock.db        the embedded store (internal/store)
+//	  credential.json   the owner's credential when stored as a file (0600)
+//	  logs/<id>.jsonl   per-session proxy decision log (internal/decisionlog)
+package statedir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// EnvVar names the environment variable that sets the state directory.
+const EnvVar = "PADDOCK_STATE_DIR"
+
+// File names inside the state directory.
+const (
+	LockFile    = "paddock.lock"
+	APISocket   = "paddock.sock"
+	ProxySocket = "proxy.sock"
+	DBFile      = "paddock.db"
+	ConfigFile  = "paddock.toml"
+	LogsDir     = "logs"
+)
+
+// Default returns the state directory used when neither --state-dir nor
+// PADDOCK_STATE_DIR is set: /var/lib/paddock for root, else
+// $XDG_STATE_HOME/paddock (default ~/.local/state/paddock).
+func Default() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/var/lib/paddock", nil
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "paddock"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the state directory: %w (set --state-dir or %s)", err, EnvVar)
+	}
+	return filepath.Join(home, ".local", "state", "paddock"), nil
+}
+
+// Resolve picks the state directory: flag, then environment, then Default.
+// The result is absolute and clean.
+func Resolve(flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = os.Getenv(EnvVar)
+	}
+	if dir == "" {
+		return Default()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("state directory %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// Ensure creates dir (mode 0700) if needed and makes sure it belongs to the
+// current user and is not open to others: a group- or world-accessible state
+// directory would expose the API socket and the credential file.
+func Ensure(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("state directory %s belongs to uid %d, not to you (uid %d); use your own --state-dir", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("make state directory %s owner-only: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Lock is an exclusive lock on a state directory, held for the life of a Runner.
+type Lock struct{ f *os.File }
+
+// ErrLocked is wrapped by Acquire when another process holds the lock.
+var ErrLocked = errors.New("state directory is in use")
+
+// Acquire takes the lock on dir without waiting. If another `paddock serve`
+// holds it, the error wraps ErrLocked and names that process.
+func Acquire(dir string) (*Lock, error) {
+	p := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		holder := strings.TrimSpace(string(b[:n]))
+		if _, perr := strconv.Atoi(holder); perr != nil {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: another paddock serve (pid %s) holds %s; stop it, or give this one its own --state-dir: %w",
+			ErrLocked, holder, p, err)
+	}
+	// Record our pid for the message above; the lock, not the pid, is the truth.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release drops the lock. It is safe to call more than once.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing releases the flock
+	l.f = nil
+	return err
+}
