@@ -1,0 +1,141 @@
+// Package cli is paddock's command line. main calls Main; everything else
+// lives here so the CLI can be driven as a library in tests.
+//
+// Exit codes (exitCode is the one place errors become them): 0 success,
+// 1 failure, 2 bad usage or input, 3 the Runner or a dependency is
+// unavailable, 4 not found, 5 conflict or forbidden.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/statedir"
+	"github.com/paddockhq/paddock/internal/version"
+	"github.com/spf13/cobra"
+)
+
+// IO is what a command reads and writes, and the environment it sees.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Env            []string
+}
+
+func (o IO) getenv(k string) string {
+	for i := len(o.Env) - 1; i >= 0; i-- {
+		if kk, v, ok := strings.Cut(o.Env[i], "="); ok && kk == k {
+			return v
+		}
+	}
+	return ""
+}
+
+// globals are the flags every command has.
+type globals struct {
+	stateDir  string
+	logFormat string
+	logLevel  string
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(ctx context.Context, args []string, o IO) int {
+	err := Run(ctx, args, o)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(o.Stderr, "paddock:", err)
+	return exitCode(err)
+}
+
+// usageError marks errors in how the command was called.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func exitCode(err error) int {
+	var ue usageError
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, errdefs.ErrInvalid):
+		return 2
+	case errors.Is(err, errdefs.ErrUnavailable):
+		return 3
+	case errors.Is(err, errdefs.ErrNotFound):
+		return 4
+	case errors.Is(err, errdefs.ErrConflict), errors.Is(err, errdefs.ErrForbidden), errors.Is(err, statedir.ErrLocked):
+		return 5
+	}
+	return 1
+}
+
+// Run runs the CLI with args (without the program name).
+func Run(ctx context.Context, args []string, o IO) error {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "paddock",
+		Short: "Run Claude Code with every permission bypassed, in a sandbox that keeps your machine, network and credential safe",
+		Long: `paddock runs the real Claude Code CLI inside an isolated sandbox on a machine you control.
+Your Anthropic credential stays outside: the Runner's credential proxy swaps a per-session
+token for it. Start the Runner with "paddock serve"; the other commands talk to it.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           version.String(),
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetArgs(args)
+	root.SetIn(o.Stdin)
+	root.SetOut(o.Stdout)
+	root.SetErr(o.Stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.stateDir, "state-dir", "", "state directory (env "+statedir.EnvVar+"; default /var/lib/paddock for root, else $XDG_STATE_HOME/paddock)")
+	pf.StringVar(&g.logFormat, "log-format", "", "log format: text or json (default from config, else text)")
+	pf.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (default from config, else info)")
+
+	root.AddCommand(
+		serveCmd(g, o),
+		credentialCmd(g, o),
+		logsCmd(g, o),
+		versionCmd(o),
+	)
+	return root.ExecuteContext(ctx)
+}
+
+func (g *globals) resolveStateDir(o IO) (string, error) {
+	if g.stateDir == "" {
+		if v := o.getenv(statedir.EnvVar); v != "" {
+			g.stateDir = v
+		}
+	}
+	return statedir.Resolve(g.stateDir)
+}
+
+// newLogger builds the process logger from the effective settings.
+func newLogger(w io.Writer, format string, level config.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.Level(level)}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func versionCmd(o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print paddock's version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(o.Stdout, "paddock", version.String())
+			return nil
+		},
+	}
+}

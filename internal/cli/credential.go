@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/statedir"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func credentialCmd(g *globals, o IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "credential",
+		Short: "Store or inspect the owner's Anthropic credential (never printed)",
+	}
+	cmd.AddCommand(credentialSetCmd(g, o), credentialStatusCmd(g, o), credentialRmCmd(g, o))
+	return cmd
+}
+
+func credentialSetCmd(g *globals, o IO) *cobra.Command {
+	var kindName string
+	cmd := &cobra.Command{
+		Use:   "set",
+		Short: "Store the credential read from stdin (0600 file in the state directory)",
+		Long: `Read a credential from stdin and store it in <state-dir>/credential.json, mode 0600.
+It is never taken from the command line, where other users could see it.
+
+  claude setup-token          # prints a long-lived token for your subscription
+  paddock credential set      # paste it, then Enter (input is hidden on a terminal)
+  paddock credential set --kind api_key < key.txt
+
+The kind is detected from the prefix (sk-ant-oat… is oauth, sk-ant-api… is api_key);
+give --kind for anything else (auth_token for a gateway's bearer token).
+A running Runner picks the new credential up within a second.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolveStateDir(o)
+			if err != nil {
+				return err
+			}
+			s, err := readSecret(o)
+			if err != nil {
+				return err
+			}
+			kind, ok := credential.DetectKind(s)
+			if kindName != "" {
+				if kind, err = credential.ParseKind(kindName); err != nil {
+					return usageError{fmt.Errorf("--kind: %w", err)}
+				}
+			} else if !ok {
+				return usageError{fmt.Errorf("cannot tell the kind of this credential from its prefix; give --kind oauth, api_key or auth_token: %w", errdefs.ErrInvalid)}
+			}
+			if err := statedir.Ensure(dir); err != nil {
+				return err
+			}
+			f := credential.File{Path: runner.CredentialFile(dir)}
+			if err := f.Save(kind, s); err != nil {
+				return err
+			}
+			st := credential.Credential{Kind: kind, Secret: s, Source: "file:" + f.Path}.Status()
+			fmt.Fprintf(o.Stdout, "stored %s credential (%d bytes, fingerprint %s) in %s\n", kind, st.Length, st.Fingerprint, f.Path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kindName, "kind", "", "oauth, api_key or auth_token (default: from the prefix)")
+	return cmd
+}
+
+// readSecret reads one line from stdin; on a terminal, without echo.
+func readSecret(o IO) (secret.Value, error) {
+	if f, ok := o.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(o.Stderr, "Paste the credential and press Enter: ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(o.Stderr)
+		if err != nil {
+			return secret.Value{}, fmt.Errorf("read credential: %w", err)
+		}
+		return clean(string(b))
+	}
+	line, err := bufio.NewReader(io.LimitReader(o.Stdin, 16<<10)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return secret.Value{}, fmt.Errorf("read credential from stdin: %w", err)
+	}
+	return clean(line)
+}
+
+func clean(s string) (secret.Value, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return secret.Value{}, usageError{fmt.Errorf("no credential on stdin: pipe it in or paste it: %w", errdefs.ErrInvalid)}
+	}
+	return secret.New(s), nil
+}
+
+func credentialStatusCmd(g *globals, o IO) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the kind and source of the credential in use, never the secret",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolveStateDir(o)
+			if err != nil {
+				return err
+			}
+			c := api.NewClient(dirSocket(dir))
+			st, err := c.CredentialStatus(cmd.Context())
+			note := ""
+			if errors.Is(err, api.ErrNoRunner) {
+				// No Runner: say what one started from this shell would use.
+				ch := &credential.Chain{File: credential.File{Path: runner.CredentialFile(dir)}, Env: o.Env}
+				var cred credential.Credential
+				cred, err = ch.Current()
+				if err == nil {
+					st = cred.Status()
+				}
+				note = "the Runner is not running; this is what `paddock serve` would use, started from this shell"
+			}
+			if err != nil {
+				if errors.Is(err, credential.ErrMissing) {
+					st = credential.Status{Present: false}
+					err = nil
+				} else {
+					return err
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(o.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			if !st.Present {
+				fmt.Fprintln(o.Stdout, "no credential: store one with `paddock credential set`, or start `paddock serve` with CLAUDE_CODE_OAUTH_TOKEN or ANTHROPIC_API_KEY set")
+			} else {
+				fmt.Fprintf(o.Stdout, "kind:        %s\nsource:      %s\nlength:      %d\nfingerprint: %s\n", st.Kind, st.Source, st.Length, st.Fingerprint)
+			}
+			if note != "" {
+				fmt.Fprintln(o.Stdout, "note:        "+note)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func credentialRmCmd(g *globals, o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm",
+		Short: "Delete the stored credential file",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			dir, err := g.resolveStateDir(o)
+			if err != nil {
+				return err
+			}
+			f := credential.File{Path: runner.CredentialFile(dir)}
+			if err := f.Remove(); err != nil {
+				return err
+			}
+			fmt.Fprintln(o.Stdout, "removed", f.Path)
+			return nil
+		},
+	}
+}
+
+func dirSocket(dir string) string { return dir + "/" + statedir.APISocket }

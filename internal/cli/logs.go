@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/spf13/cobra"
+)
+
+func logsCmd(g *globals, o IO) *cobra.Command {
+	var asJSON bool
+	var n int
+	cmd := &cobra.Command{
+		Use:   "logs SESSION",
+		Short: "Print the credential proxy's decisions for a session, one line each",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 0 {
+				return usageError{fmt.Errorf("--tail %d: must be 0 (all) or more", n)}
+			}
+			dir, err := g.resolveStateDir(o)
+			if err != nil {
+				return err
+			}
+			es, err := api.NewClient(dirSocket(dir)).Logs(cmd.Context(), args[0], n)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(o.Stdout)
+				for _, e := range es {
+					if err := enc.Encode(e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tDECISION\tSTATUS\tMETHOD\tPATH\tMODEL\tIN\tOUT\tMS\tREASON")
+			for _, e := range es {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\n",
+					e.Time.Local().Format("15:04:05.000"), e.Decision, e.Status, e.Method, e.Path,
+					dash(e.Model), e.InputTokens, e.OutputTokens, e.DurationMS, e.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines")
+	cmd.Flags().IntVarP(&n, "tail", "n", 0, "only the last N lines (0: all)")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/statedir"
+	"github.com/spf13/cobra"
+)
+
+// flagOfKey names the flag that overrides a config key, for error messages.
+var flagOfKey = map[string]string{
+	"log.format":         "log-format",
+	"log.level":          "log-level",
+	"anthropic.upstream": "upstream",
+	"proxy.listen":       "proxy-listen",
+}
+
+func serveCmd(g *globals, o IO) *cobra.Command {
+	var cfgPath, upstream, proxyListen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the paddock Runner (the daemon) in the foreground",
+		Long: `Run the Runner: it holds your credential, serves the credential proxy and the API
+socket under the state directory, and (later) owns the sessions. Stop it with Ctrl-C or SIGTERM.
+
+Configuration: --config (default <state-dir>/paddock.toml, optional); flags override the file.
+Credential: "paddock credential set", or CLAUDE_CODE_OAUTH_TOKEN / ANTHROPIC_API_KEY /
+ANTHROPIC_AUTH_TOKEN in this command's environment.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolveStateDir(o)
+			if err != nil {
+				return err
+			}
+			mustExist := cfgPath != ""
+			if cfgPath == "" {
+				cfgPath = filepath.Join(dir, statedir.ConfigFile)
+			}
+			cfg, err := config.Load(cfgPath, mustExist)
+			if err != nil {
+				return err
+			}
+			for _, ov := range []struct {
+				flag string
+				dst  *string
+				v    string
+			}{
+				{"log-format", &cfg.Log.Format, g.logFormat},
+				{"log-level", &cfg.Log.Level, g.logLevel},
+				{"upstream", &cfg.Anthropic.Upstream, upstream},
+				{"proxy-listen", &cfg.Proxy.Listen, proxyListen},
+			} {
+				if flagGiven(cmd, ov.flag) {
+					*ov.dst = ov.v
+				}
+			}
+			if err := cfg.Validate(); err != nil {
+				var ce *config.Error
+				if errors.As(err, &ce) {
+					if f, ok := flagOfKey[ce.Key]; ok && flagGiven(cmd, f) {
+						return usageError{fmt.Errorf("--%s: %s", f, ce.Msg)}
+					}
+					ce.File = cfgPath
+				}
+				return err
+			}
+			level, _ := config.ParseLevel(cfg.Log.Level)
+			log := newLogger(o.Stderr, cfg.Log.Format, level)
+			r, err := runner.New(runner.Options{StateDir: dir, Config: cfg, Env: o.Env, Log: log})
+			if err != nil {
+				return err
+			}
+			if err := r.Listen(); err != nil {
+				r.Close()
+				return err
+			}
+			fmt.Fprintf(o.Stderr, "paddock: Runner on %s (state %s); credential proxy on %s\n",
+				filepath.Join(dir, statedir.APISocket), dir, orOff(r.ProxyAddr()))
+			return r.Serve(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfgPath, "config", "", "config file (default <state-dir>/paddock.toml; optional unless given)")
+	f.StringVar(&upstream, "upstream", "", "Anthropic API base URL (config anthropic.upstream; https, or http to loopback)")
+	f.StringVar(&proxyListen, "proxy-listen", "", `credential proxy on the host: unix:/path, 127.0.0.1:PORT or off (config proxy.listen; default unix:<state-dir>/proxy.sock)`)
+	return cmd
+}
+
+// flagGiven reports whether a flag was set on the command or its parents.
+func flagGiven(cmd *cobra.Command, name string) bool {
+	if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+		return true
+	}
+	if f := cmd.InheritedFlags().Lookup(name); f != nil && f.Changed {
+		return true
+	}
+	return false
+}
+
+func orOff(s string) string {
+	if s == "" {
+		return "off (boxes only)"
+	}
+	return s
+}

@@ -1,0 +1,264 @@
+// Package runner is `paddock serve`: it owns the state directory, the store,
+// the owner's credential, the session tokens and the credential proxy, and
+// serves the API on an owner-only unix socket.
+//
+// Start-up order matters: the state directory lock comes first, so a second
+// Runner fails before it touches anything (sockets included).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/credproxy"
+	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/sessiontoken"
+	"github.com/paddockhq/paddock/internal/statedir"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/version"
+)
+
+// Options configure a Runner.
+type Options struct {
+	StateDir string
+	Config   config.Config
+	// Env is the environment the credential may come from (os.Environ() of
+	// `paddock serve`).
+	Env []string
+	Log *slog.Logger
+}
+
+// Runner is one running `paddock serve`.
+type Runner struct {
+	opts      Options
+	log       *slog.Logger
+	lock      *statedir.Lock
+	store     store.Store
+	tokens    *sessiontoken.Registry
+	decisions *decisionlog.Dir
+	cred      *credential.Chain
+	proxy     *credproxy.Proxy
+	upstream  string
+	started   time.Time
+
+	apiLn   net.Listener
+	proxyLn net.Listener
+	proxyAt string
+
+	closeOnce sync.Once
+}
+
+// New takes the state directory and opens everything, but serves nothing
+// until Serve. On error, everything opened so far is released.
+func New(opts Options) (_ *Runner, err error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC()}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if err := statedir.Ensure(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if r.lock, err = statedir.Acquire(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if r.store, err = store.OpenBolt(filepath.Join(opts.StateDir, statedir.DBFile)); err != nil {
+		return nil, err
+	}
+	if r.tokens, err = sessiontoken.New(r.store); err != nil {
+		return nil, err
+	}
+	if r.decisions, err = decisionlog.OpenDir(filepath.Join(opts.StateDir, statedir.LogsDir)); err != nil {
+		return nil, err
+	}
+	r.decisions.OnError = func(err error) { r.log.Error("decision log", logkey.Error, err) }
+	r.cred = &credential.Chain{
+		File:         credential.File{Path: CredentialFile(opts.StateDir)},
+		Env:          opts.Env,
+		RecheckEvery: time.Second,
+	}
+	up, err := config.ParseUpstream(opts.Config.Anthropic.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	r.upstream = up.String()
+	pc := opts.Config.Proxy
+	r.proxy, err = credproxy.New(credproxy.Options{
+		Upstream:              up,
+		Credential:            r.cred,
+		Tokens:                r.tokens,
+		Log:                   r.log.With(logkey.Component, "credproxy"),
+		Decisions:             r.decisions,
+		MaxRequestBytes:       pc.MaxRequestBytes,
+		ReadTimeout:           pc.ReadTimeout.D(),
+		ResponseHeaderTimeout: pc.ResponseHeaderTimeout.D(),
+		StreamIdleTimeout:     pc.StreamIdleTimeout.D(),
+		MaxIdleConns:          pc.MaxIdleConns,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// CredentialFile is where `paddock credential set` stores the credential.
+func CredentialFile(stateDir string) string { return filepath.Join(stateDir, "credential.json") }
+
+// Tokens gives access to the session token registry (sessions, tests).
+func (r *Runner) Tokens() *sessiontoken.Registry { return r.tokens }
+
+// Proxy is the credential proxy handler.
+func (r *Runner) Proxy() *credproxy.Proxy { return r.proxy }
+
+// ProxyAddr is where the proxy listens on the host, as "unix:/path" or
+// "host:port"; empty before Serve or when off.
+func (r *Runner) ProxyAddr() string { return r.proxyAt }
+
+// listenUnix replaces a stale socket (safe: we hold the state lock) and
+// makes the new one owner-only.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Listen opens the API socket and the proxy listener. Serve calls it if
+// needed; tests call it first to learn the addresses.
+func (r *Runner) Listen() error {
+	if r.apiLn != nil {
+		return nil
+	}
+	var err error
+	if r.apiLn, err = listenUnix(filepath.Join(r.opts.StateDir, statedir.APISocket)); err != nil {
+		return err
+	}
+	l, err := config.ParseListen(r.opts.Config.Proxy.Listen)
+	if err != nil {
+		return err
+	}
+	switch {
+	case l.Off:
+	case l.Network == "tcp":
+		if r.proxyLn, err = net.Listen("tcp", l.Address); err != nil {
+			return fmt.Errorf("credential proxy: %w", err)
+		}
+		r.proxyAt = r.proxyLn.Addr().String()
+	default:
+		p := l.Address
+		if p == "" {
+			p = filepath.Join(r.opts.StateDir, statedir.ProxySocket)
+		}
+		if r.proxyLn, err = listenUnix(p); err != nil {
+			return fmt.Errorf("credential proxy: %w", err)
+		}
+		r.proxyAt = "unix:" + p
+	}
+	return nil
+}
+
+// Serve serves until ctx is done, then shuts down gracefully (streams get
+// a few seconds to finish) and releases everything.
+func (r *Runner) Serve(ctx context.Context) error {
+	defer r.Close()
+	if err := r.Listen(); err != nil {
+		return err
+	}
+	apiSrv := &http.Server{Handler: api.Handler(r), ReadHeaderTimeout: 10 * time.Second}
+	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
+	errc := make(chan error, 2)
+	go func() { errc <- apiSrv.Serve(r.apiLn) }()
+	if r.proxyLn != nil {
+		go func() { errc <- proxySrv.Serve(r.proxyLn) }()
+	}
+	c, _ := r.cred.Current()
+	r.log.Info("paddock runner started", logkey.Version, version.String(), logkey.StateDir, r.opts.StateDir,
+		logkey.Socket, r.apiLn.Addr().String(), logkey.Listen, r.proxyAt, logkey.Upstream, r.upstream,
+		logkey.Kind, string(c.Kind), logkey.Source, c.Source)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = apiSrv.Shutdown(sctx)
+	_ = proxySrv.Shutdown(sctx)
+	r.proxy.Drain()
+	r.log.Info("paddock runner stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Close releases the store, logs, sockets and lock. Idempotent.
+func (r *Runner) Close() error {
+	r.closeOnce.Do(func() {
+		if r.apiLn != nil {
+			r.apiLn.Close()
+		}
+		if r.proxyLn != nil {
+			r.proxyLn.Close()
+		}
+		if r.decisions != nil {
+			r.decisions.Close()
+		}
+		if r.store != nil {
+			r.store.Close()
+		}
+		r.lock.Release()
+	})
+	return nil
+}
+
+// Health implements api.Backend.
+func (r *Runner) Health(context.Context) (api.Health, error) {
+	return api.Health{Version: version.String(), PID: os.Getpid(), StateDir: r.opts.StateDir,
+		Proxy: r.proxyAt, Upstream: r.upstream, Started: r.started}, nil
+}
+
+// CredentialStatus implements api.Backend.
+func (r *Runner) CredentialStatus(context.Context) (credential.Status, error) {
+	c, err := r.cred.Current()
+	if err != nil {
+		return credential.Status{}, err
+	}
+	return c.Status(), nil
+}
+
+// Logs implements api.Backend.
+func (r *Runner) Logs(_ context.Context, session string, n int) ([]decisionlog.Entry, error) {
+	if session == "" {
+		return nil, fmt.Errorf("no session named: %w", errdefs.ErrInvalid)
+	}
+	return r.decisions.Read(session, n)
+}

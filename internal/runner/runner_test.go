@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/statedir"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+type testRunner struct {
+	*Runner
+	dir    string
+	fake   *fakeapi.Server
+	logs   *syncBuf
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startRunner runs a Runner in-process against a fake upstream.
+func startRunner(t *testing.T, env []string, fakeCreds []string, listen string) *testRunner {
+	t.Helper()
+	fake := fakeapi.New(fakeCreds...)
+	up := httptest.NewServer(fake)
+	t.Cleanup(up.Close)
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config.Default()
+	cfg.Anthropic.Upstream = up.URL
+	cfg.Proxy.Listen = listen
+	logs := &syncBuf{}
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: env, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &testRunner{Runner: r, dir: dir, fake: fake, logs: logs, cancel: cancel, done: make(chan error, 1)}
+	go func() { tr.done <- r.Serve(ctx) }()
+	t.Cleanup(tr.stop)
+	return tr
+}
+
+func (tr *testRunner) stop() {
+	tr.cancel()
+	select {
+	case <-tr.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func (tr *testRunner) client() *api.Client {
+	return api.NewClient(filepath.Join(tr.dir, statedir.APISocket))
+}
+
+func TestSecondRunnerRefused(t *testing.T) {
+	tr := startRunner(t, nil, nil, "off")
+	_, err := New(Options{StateDir: tr.dir, Config: config.Default()})
+	if !errors.Is(err, statedir.ErrLocked) || !strings.Contains(err.Error(), "another paddock serve") {
+		t.Fatalf("second runner: %v", err)
+	}
+	// The first one still answers: the second touched nothing.
+	if _, err := tr.client().Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSocketsOwnerOnly(t *testing.T) {
+	tr := startRunner(t, nil, nil, "")
+	for _, p := range []string{filepath.Join(tr.dir, statedir.APISocket), filepath.Join(tr.dir, statedir.ProxySocket), tr.dir} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s mode %v", p, fi.Mode())
+		}
+	}
+	if tr.ProxyAddr() != "unix:"+filepath.Join(tr.dir, statedir.ProxySocket) {
+		t.Fatal(tr.ProxyAddr())
+	}
+}
+
+func TestAPI(t *testing.T) {
+	tr := startRunner(t, []string{"ANTHROPIC_API_KEY=sk-fake-env-key"}, nil, "127.0.0.1:0")
+	c := tr.client()
+	ctx := context.Background()
+	h, err := c.Health(ctx)
+	if err != nil || h.PID != os.Getpid() || h.StateDir != tr.dir || !strings.HasPrefix(h.Proxy, "127.0.0.1:") {
+		t.Fatalf("%+v %v", h, err)
+	}
+	st, err := c.CredentialStatus(ctx)
+	if err != nil || st.Kind != credential.KindAPIKey || st.Source != "env:ANTHROPIC_API_KEY" {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if _, err := c.Logs(ctx, "../etc", 0); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("bad session id: %v", err)
+	}
+	if es, err := c.Logs(ctx, "nobody", 0); err != nil || len(es) != 0 {
+		t.Fatal(es, err)
+	}
+	// The API never shows a secret.
+	resp, err := (&http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return net.Dial("unix", filepath.Join(tr.dir, statedir.APISocket))
+	}}}).Get("http://x/v1/credential")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "sk-fake-env-key") {
+		t.Fatal("API answer holds the credential")
+	}
+	// No credential at all: a clear error.
+	tr2 := startRunner(t, nil, nil, "off")
+	if _, err := tr2.client().CredentialStatus(ctx); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "paddock credential set") {
+		t.Fatalf("missing credential: %v", err)
+	}
+}
+
+func TestClientWithoutRunner(t *testing.T) {
+	c := api.NewClient(filepath.Join(t.TempDir(), "none.sock"))
+	_, err := c.Health(context.Background())
+	if !errors.Is(err, api.ErrNoRunner) || !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "paddock serve") {
+		t.Fatalf("%v", err)
+	}
+}
