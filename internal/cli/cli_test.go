@@ -61,7 +61,7 @@ func TestBadConfigNamesFileAndKey(t *testing.T) {
 
 func TestCredentialSetAndStatusWithoutRunner(t *testing.T) {
 	dir := t.TempDir()
-	code, out, stderr := run(t, "", nil, "--state-dir", dir, "credential", "set")
+	code, _, stderr := run(t, "", nil, "--state-dir", dir, "credential", "set")
 	if code != 2 || !strings.Contains(stderr, "no credential on stdin") {
 		t.Fatalf("empty: %d %q", code, stderr)
 	}
@@ -70,7 +70,7 @@ func TestCredentialSetAndStatusWithoutRunner(t *testing.T) {
 		t.Fatalf("unknown kind: %d %q", code, stderr)
 	}
 	const tok = "sk-ant-oat01-fake-token-for-the-cli-test"
-	code, out, stderr = run(t, tok+"\n", nil, "--state-dir", dir, "credential", "set")
+	code, out, stderr := run(t, tok+"\n", nil, "--state-dir", dir, "credential", "set")
 	if code != 0 || strings.Contains(out+stderr, tok) || !strings.Contains(out, "stored oauth credential") {
 		t.Fatalf("set: %d %q %q", code, out, stderr)
 	}

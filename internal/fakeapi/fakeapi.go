@@ -66,7 +66,6 @@ type Server struct {
 
 	mu   sync.Mutex
 	reqs []Request
-	cond *sync.Cond
 	n    int
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Bolt is the on-disk store, one bbolt file.
@@ -19,7 +20,7 @@ var _ Store = (*Bolt)(nil)
 // a short wait; the Runner also holds the state directory lock (statedir).
 func OpenBolt(path string) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: another process has it open: %w", path, errdefs.ErrConflict)
 	}
 	if err != nil {
@@ -110,7 +111,7 @@ func (s *Bolt) List(bucket string) ([]KV, error) {
 func (s *Bolt) Close() error { return s.db.Close() }
 
 func mapClosed(err error) error {
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
 	return err

@@ -1,0 +1,52 @@
+# paddock — see README.md. Every target runs on a fresh Debian machine as root.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin:/var/cache/paddock/bin
+GO ?= go
+CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+FUZZTIME ?= 10s
+
+.PHONY: all build deps lint test unit fuzz bench run clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o bin/paddock ./cmd/paddock
+
+# Install what the tests and sessions need (Debian packages, the pinned
+# Claude Code from npm, staticcheck); cached under /var/cache/paddock.
+deps:
+	scripts/deps.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	staticcheck ./...
+
+# Unit tests only: no root, no integration components needed (they skip).
+unit:
+	$(GO) test -short ./...
+
+# Every test, integration included, with the race detector; nothing may skip.
+test: deps lint build fuzz
+	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+
+# A short run of every native fuzz target (the seed corpora run in `test` too).
+fuzz:
+	@for t in $$(grep -rl --include='*_test.go' '^func Fuzz' internal); do \
+	  pkg=./$$(dirname $$t); \
+	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$t); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/paddock-fuzz.log 2>&1 || { cat /tmp/paddock-fuzz.log; exit 1; }; \
+	  done; \
+	done
+
+# Side-by-side benchmarks; prints the tables recorded in docs/PERFORMANCE.md.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/credproxy/
+
+# The main job: build, install what is needed, and start the Runner.
+run: deps build
+	bin/paddock serve
+
+clean:
+	rm -rf bin

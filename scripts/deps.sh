@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what paddock's tests and sessions need on a Debian machine, and
+# caches what it builds so a second run takes seconds:
+#   - Debian packages (apt-get; only the missing ones, one apt-get update)
+#   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
+#   - staticcheck into /var/cache/paddock/bin
+# Usage: scripts/deps.sh [--no-apt]
+set -euo pipefail
+
+CLAUDE_VERSION=$(sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)
+STATICCHECK_VERSION=v0.8.2
+CACHE=/var/cache/paddock
+export PATH="$PATH:/usr/local/go/bin:$CACHE/bin"
+
+say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
+
+# Debian packages. Node.js and npm: only when missing (a newer node from
+# elsewhere is kept).
+pkgs=(ca-certificates git make util-linux)
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${1:-}" != "--no-apt" ] && [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing Debian packages: ${missing[*]}; run as root (sudo make deps) or install them"; exit 1
+  fi
+  say "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+mkdir -p "$CACHE/bin" "$CACHE/cli"
+
+# The pinned Claude Code, verified by its own --version.
+dir="$CACHE/cli/$CLAUDE_VERSION"
+bin="$dir/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "^$CLAUDE_VERSION "; then
+  say "claude $CLAUDE_VERSION cached in $dir"
+else
+  say "npm install @anthropic-ai/claude-code@$CLAUDE_VERSION into $dir"
+  rm -rf "$dir" && mkdir -p "$dir"
+  npm install --no-audit --no-fund --loglevel=error --prefix "$dir" "@anthropic-ai/claude-code@$CLAUDE_VERSION" >/dev/null
+  "$bin" --version | grep -q "^$CLAUDE_VERSION " || { say "claude --version does not report $CLAUDE_VERSION"; exit 1; }
+fi
+
+# staticcheck, pinned.
+if ! "$CACHE/bin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+  say "go install staticcheck@$STATICCHECK_VERSION"
+  GOBIN="$CACHE/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+say "ready"
