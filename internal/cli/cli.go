@@ -106,6 +106,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		credentialCmd(g, o),
 		logsCmd(g, o),
 		versionCmd(o),
+		guestCmd(o),
 	)
 	return root.ExecuteContext(ctx)
 }

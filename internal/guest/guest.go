@@ -1,0 +1,418 @@
+// Package guest is `paddock guest`, PID 1 in every box. It reaps orphans,
+// runs processes with or without a terminal, and serves the channel
+// (internal/channel) on a unix socket inside the box, which the backend
+// connects to the Runner: directly for the local backend, through
+// `paddock guest bridge` under `docker exec -i` for Docker.
+//
+// The guest trusts whoever can reach its socket, which is only the box
+// itself and the Runner: anything the agent could ask of it (run a process,
+// listen on a port in the box) it can already do. It grants no way out.
+package guest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/version"
+)
+
+// DefaultSocket is where the guest listens inside a box (a private tmpfs).
+const DefaultSocket = "/run/paddock/guest.sock"
+
+// Options configure the guest.
+type Options struct {
+	Socket string
+	// Reap makes the guest reap every child, as PID 1 must.
+	Reap bool
+	Log  *slog.Logger
+}
+
+// Guest serves channels.
+type Guest struct {
+	opts  Options
+	log   *slog.Logger
+	procs *procs
+
+	mu        sync.Mutex
+	listeners map[string]net.Listener // by address; a new listen replaces the old
+}
+
+// Run serves until ctx ends or SIGTERM; then it stops every process.
+func Run(ctx context.Context, o Options) error {
+	if o.Socket == "" {
+		o.Socket = DefaultSocket
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	g := &Guest{opts: o, log: o.Log, procs: newProcs(o.Reap), listeners: map[string]net.Listener{}}
+	if err := os.MkdirAll(dirOf(o.Socket), 0o700); err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	_ = os.Remove(o.Socket)
+	ln, err := net.Listen("unix", o.Socket)
+	if err != nil {
+		return fmt.Errorf("guest: listen: %w", err)
+	}
+	_ = os.Chmod(o.Socket, 0o600)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				g.shutdown()
+				return nil
+			}
+			return fmt.Errorf("guest: accept: %w", err)
+		}
+		go g.serve(c)
+	}
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+// shutdown ends every process of the box: SIGTERM to all, then SIGKILL.
+func (g *Guest) shutdown() {
+	if os.Getpid() != 1 {
+		return
+	}
+	_ = syscall.Kill(-1, syscall.SIGTERM)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if !hasChildren() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+}
+
+func hasChildren() bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name() != "1" && e.Name() != "self" && e.Name() != "thread-self" && e.Name()[0] >= '0' && e.Name()[0] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// serve runs one channel.
+func (g *Guest) serve(c net.Conn) {
+	srv, err := channel.NewServer(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	defer srv.Close()
+	for {
+		st, br, h, err := srv.AcceptHeader()
+		if err != nil {
+			return
+		}
+		go g.handle(srv, st, br, h)
+	}
+}
+
+func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h channel.Header) {
+	switch h.Type {
+	case channel.TypePing:
+		_ = channel.WriteJSONLine(st, channel.Reply{OK: true, Version: version.String(), PID: os.Getpid()})
+		st.Close()
+	case channel.TypeExec:
+		g.exec(st, br, h)
+	case channel.TypeListen:
+		err := g.listen(srv, h.Addr, h.Service)
+		r := channel.Reply{OK: err == nil}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		_ = channel.WriteJSONLine(st, r)
+		st.Close()
+	default:
+		_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("unknown stream type %q", h.Type)})
+		st.Close()
+	}
+}
+
+// listen opens addr in the box and forwards each connection over srv.
+func (g *Guest) listen(srv *channel.Server, addr, service string) error {
+	network, a := "tcp", addr
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, a = "unix", p
+		_ = os.Remove(p)
+	}
+	g.mu.Lock()
+	if old := g.listeners[addr]; old != nil {
+		old.Close() // a new channel (a restarted Runner) takes the address over
+		delete(g.listeners, addr)
+	}
+	g.mu.Unlock()
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the old listener's port may take a moment to free
+		if ln, err = net.Listen(network, a); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.listeners[addr] = ln
+	g.mu.Unlock()
+	go func() {
+		<-srv.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				st, br, err := srv.OpenForward(service)
+				if err != nil {
+					return
+				}
+				defer st.Close()
+				pipe(c, st, br)
+			}()
+		}
+	}()
+	return nil
+}
+
+// pipe copies both ways until either side ends, half-closing where it can.
+func pipe(local net.Conn, remote net.Conn, rbuf io.Reader) {
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(remote, local)
+		// A yamux stream's Close is a half-close: it sends FIN and
+		// keeps reading until the peer's FIN.
+		_ = remote.Close()
+		done <- struct{}{}
+	}()
+	go func() {
+		_, _ = io.Copy(local, rbuf)
+		if cw, ok := local.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+}
+
+// exec runs one process for an exec stream.
+func (g *Guest) exec(st net.Conn, br *bufio.Reader, h channel.Header) {
+	defer st.Close()
+	fail := func(err error) { _ = channel.WriteJSONLine(st, channel.Reply{Error: err.Error()}) }
+	if len(h.Argv) == 0 {
+		fail(errors.New("empty argv"))
+		return
+	}
+	path := h.Argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := lookPath(path, h.Env)
+		if err != nil {
+			fail(err)
+			return
+		}
+		path = p
+	}
+	var (
+		proc    *os.Process
+		statusc <-chan syscall.WaitStatus
+		stdin   io.WriteCloser
+		outs    []io.Reader
+		master  *os.File
+		err     error
+	)
+	attr := &os.ProcAttr{Dir: h.Dir, Env: h.Env, Sys: &syscall.SysProcAttr{}}
+	if h.TTY {
+		var slave *os.File
+		master, slave, err = openPTY(h.Rows, h.Cols)
+		if err != nil {
+			fail(err)
+			return
+		}
+		attr.Files = []*os.File{slave, slave, slave}
+		attr.Sys.Setsid, attr.Sys.Setctty, attr.Sys.Ctty = true, true, 0
+		proc, statusc, err = g.procs.start(path, h.Argv, attr)
+		slave.Close()
+		if err != nil {
+			master.Close()
+			fail(err)
+			return
+		}
+		stdin, outs = master, []io.Reader{master}
+	} else {
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		errR, errW, _ := os.Pipe()
+		attr.Files = []*os.File{inR, outW, errW}
+		attr.Sys.Setpgid = true
+		proc, statusc, err = g.procs.start(path, h.Argv, attr)
+		inR.Close()
+		outW.Close()
+		errW.Close()
+		if err != nil {
+			inW.Close()
+			outR.Close()
+			errR.Close()
+			fail(err)
+			return
+		}
+		stdin, outs = inW, []io.Reader{outR, errR}
+	}
+	if err := channel.WriteJSONLine(st, channel.Reply{OK: true, PID: proc.Pid}); err != nil {
+		_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+		return
+	}
+
+	var wmu sync.Mutex
+	send := func(typ byte, b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return channel.WriteFrame(st, typ, b)
+	}
+	var outWG sync.WaitGroup
+	for i, r := range outs {
+		typ := channel.FrameStdout
+		if i == 1 {
+			typ = channel.FrameStderr
+		}
+		outWG.Add(1)
+		go func() {
+			defer outWG.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 && send(typ, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Frames from the Runner. When the stream ends, the process is killed:
+	// nobody is left to see it.
+	go func() {
+		var buf []byte
+		for {
+			typ, payload, nb, err := channel.ReadFrame(br, buf)
+			buf = nb
+			if err != nil {
+				_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+				return
+			}
+			switch typ {
+			case channel.FrameStdin:
+				_, _ = stdin.Write(payload)
+			case channel.FrameStdinEOF:
+				if !h.TTY {
+					stdin.Close()
+				} else {
+					_, _ = stdin.Write([]byte{4}) // ^D on a terminal
+				}
+			case channel.FrameResize:
+				if rows, cols, ok := channel.ParseResize(payload); ok && master != nil {
+					_ = setSize(master, rows, cols)
+				}
+			case channel.FrameSignal:
+				if len(payload) == 1 {
+					_ = syscall.Kill(-proc.Pid, syscall.Signal(payload[0]))
+				}
+			}
+		}
+	}()
+	ws := <-statusc
+	// Output may still be in flight; background children can hold the
+	// pipes open forever, so wait for EOF only a short while.
+	drained := make(chan struct{})
+	go func() { outWG.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(300 * time.Millisecond):
+	}
+	for _, r := range outs {
+		if c, ok := r.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	if !h.TTY {
+		stdin.Close()
+	}
+	_ = send(channel.FrameExit, channel.ExitPayload(exitCode(ws)))
+}
+
+// lookPath resolves a command name with the PATH of the process's env.
+func lookPath(name string, env []string) (string, error) {
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range strings.Split(path, ":") {
+		if dir == "" {
+			continue
+		}
+		p := dir + "/" + name
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, exec.ErrNotFound)
+}
+
+// Bridge copies between stdio and the guest's socket: the channel's path
+// through `docker exec -i`.
+func Bridge(socket string, stdin io.Reader, stdout io.Writer) error {
+	var c net.Conn
+	var err error
+	for i := 0; i < 100; i++ { // the guest may still be starting
+		if c, err = net.Dial("unix", socket); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("guest bridge: %w", err)
+	}
+	defer c.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(c, stdin); _ = c.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stdout, c); done <- struct{}{} }()
+	<-done
+	return nil
+}

@@ -1,0 +1,175 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/channel"
+)
+
+// startGuest runs a guest in this process (without reaping) and connects.
+func startGuest(t *testing.T) *channel.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "g.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{Socket: sock}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var c net.Conn
+	var err error
+	for i := 0; i < 200; i++ {
+		if c, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := channel.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+var env = []string{"PATH=/usr/bin:/bin", "LANG=C"}
+
+func TestPing(t *testing.T) {
+	cl := startGuest(t)
+	r, rtt, err := cl.Ping(time.Now().Add(5 * time.Second))
+	if err != nil || !r.OK || r.PID != os.Getpid() || rtt <= 0 {
+		t.Fatalf("%+v %v %v", r, rtt, err)
+	}
+}
+
+func TestExecOutputsAndExitCode(t *testing.T) {
+	cl := startGuest(t)
+	var out, errb bytes.Buffer
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", "echo out; echo err >&2; cat; exit 7"}, Env: env, Dir: "/tmp", Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Write([]byte("from stdin\n"))
+	p.CloseStdin()
+	code, err := p.Wait()
+	if err != nil || code != 7 || out.String() != "out\nfrom stdin\n" || errb.String() != "err\n" {
+		t.Fatalf("code %d err %v out %q errb %q", code, err, out.String(), errb.String())
+	}
+	// The environment is exactly the one given.
+	out.Reset()
+	p, _ = cl.Exec(channel.ExecOptions{Argv: []string{"env"}, Env: []string{"A=1", "PATH=/usr/bin:/bin"}, Stdout: &out})
+	p.Wait()
+	if strings.TrimSpace(out.String()) != "A=1\nPATH=/usr/bin:/bin" {
+		t.Fatalf("env %q", out.String())
+	}
+	if _, err := cl.Exec(channel.ExecOptions{Argv: []string{"no-such-program"}, Env: env}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("missing program: %v", err)
+	}
+}
+
+func TestExecLargeOutput(t *testing.T) {
+	cl := startGuest(t)
+	var out bytes.Buffer
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"head", "-c", "5000000", "/dev/zero"}, Env: env, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); code != 0 || err != nil || out.Len() != 5000000 {
+		t.Fatalf("%d %v %d", code, err, out.Len())
+	}
+}
+
+func TestExecTTYAndSignal(t *testing.T) {
+	cl := startGuest(t)
+	var out syncBuffer
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", "stty size; tty; read x; echo got $x"}, Env: env, TTY: true, Rows: 33, Cols: 111, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "33 111")
+	p.Write([]byte("hello\r"))
+	code, err := p.Wait()
+	if err != nil || code != 0 || !strings.Contains(out.String(), "/dev/pts/") || !strings.Contains(out.String(), "got hello") {
+		t.Fatalf("%d %v %q", code, err, out.String())
+	}
+	// Signals reach the process; the code says which.
+	p, _ = cl.Exec(channel.ExecOptions{Argv: []string{"sleep", "30"}, Env: env})
+	time.Sleep(100 * time.Millisecond)
+	p.Signal(syscall.SIGTERM)
+	if code, _ := p.Wait(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("code %d", code)
+	}
+}
+
+func TestExecKilledWhenStreamCloses(t *testing.T) {
+	cl := startGuest(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", "echo $$ > " + pidFile + "; exec sleep 60"}, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for i := 0; i < 100 && pid == 0; i++ {
+		b, _ := os.ReadFile(pidFile)
+		pid = atoi(strings.TrimSpace(string(b)))
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Close()
+	for i := 0; i < 200; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("process outlived its stream")
+}
+
+func TestListenForward(t *testing.T) {
+	cl := startGuest(t)
+	sock := filepath.Join(t.TempDir(), "fwd.sock")
+	if err := cl.Listen("unix:"+sock, "echo", time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Listen("127.0.0.1:0", "echo", time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The Runner's side: answer "echo" streams by echoing, refuse others.
+	go func() {
+		for {
+			st, h, br, err := cl.Accept()
+			if err != nil {
+				return
+			}
+			if h.Type != channel.TypeForward || h.Service != "echo" {
+				channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
+				st.Close()
+				continue
+			}
+			channel.WriteJSONLine(st, channel.Reply{OK: true})
+			go func() { io.Copy(st, br); st.Close() }()
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := bytes.Repeat([]byte("paddock"), 100000)
+	go func() { c.Write(msg); c.(*net.UnixConn).CloseWrite() }()
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo through the channel: %d bytes, %v", len(got), err)
+	}
+}
