@@ -59,6 +59,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	g := &Guest{opts: o, log: o.Log, procs: newProcs(o.Reap), listeners: map[string]net.Listener{}}
+	prestartThreads(8)
 	if err := os.MkdirAll(dirOf(o.Socket), 0o700); err != nil {
 		return fmt.Errorf("guest: %w", err)
 	}
@@ -85,6 +86,23 @@ func Run(ctx context.Context, o Options) error {
 		}
 		go g.serve(c)
 	}
+}
+
+// prestartThreads makes the Go runtime start n OS threads now, while the
+// box's pids limit has room; the runtime keeps idle threads for reuse, so
+// the guest can still serve the channel when a fork bomb in the box has
+// used up every pid. (A Go program that cannot start a thread it needs dies.)
+func prestartThreads(n int) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := syscall.Timespec{Nsec: 20e6}
+			_ = syscall.Nanosleep(&ts, nil) // a blocking syscall holds its thread
+		}()
+	}
+	wg.Wait()
 }
 
 func dirOf(p string) string {

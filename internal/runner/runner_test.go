@@ -91,7 +91,8 @@ func TestSecondRunnerRefused(t *testing.T) {
 
 func TestSocketsOwnerOnly(t *testing.T) {
 	tr := startRunner(t, nil, nil, "")
-	for _, p := range []string{filepath.Join(tr.dir, statedir.APISocket), filepath.Join(tr.dir, statedir.ProxySocket), tr.dir} {
+	for _, p := range []string{filepath.Join(tr.dir, statedir.APISocket), filepath.Join(tr.dir, statedir.ProxySocket),
+		filepath.Join(tr.dir, statedir.DBFile), filepath.Join(tr.dir, statedir.LogsDir)} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -99,6 +100,10 @@ func TestSocketsOwnerOnly(t *testing.T) {
 		if fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s mode %v", p, fi.Mode())
 		}
+	}
+	// The directory itself: traversable, never listable or writable by others.
+	if fi, _ := os.Stat(tr.dir); fi.Mode().Perm()&0o066 != 0 {
+		t.Errorf("state dir mode %v", fi.Mode())
 	}
 	if tr.ProxyAddr() != "unix:"+filepath.Join(tr.dir, statedir.ProxySocket) {
 		t.Fatal(tr.ProxyAddr())

@@ -69,11 +69,13 @@ func Resolve(flag string) (string, error) {
 	return abs, nil
 }
 
-// Ensure creates dir (mode 0700) if needed and makes sure it belongs to the
-// current user and is not open to others: a group- or world-accessible state
-// directory would expose the API socket and the credential file.
+// Ensure creates dir (mode 0711) if needed and makes sure it belongs to the
+// current user and is not open to others beyond traversal: others may pass
+// through it (a local box's unprivileged uid must reach its own volume and
+// the pinned CLI below it) but never list or read it. Everything secret
+// inside has its own owner-only mode (sockets and files 0600, logs 0700).
 func Ensure(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
@@ -83,8 +85,8 @@ func Ensure(dir string) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("state directory %s belongs to uid %d, not to you (uid %d); use your own --state-dir", dir, st.Uid, os.Geteuid())
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+	if fi.Mode().Perm()&0o066 != 0 || fi.Mode().Perm()&0o011 != 0o011 {
+		if err := os.Chmod(dir, 0o711); err != nil {
 			return fmt.Errorf("make state directory %s owner-only: %w", dir, err)
 		}
 	}

@@ -34,7 +34,7 @@ func TestEnsureTightens(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(dir)
-	if fi.Mode().Perm() != 0o700 {
+	if fi.Mode().Perm() != 0o711 {
 		t.Fatalf("mode %v", fi.Mode())
 	}
 }

@@ -6,8 +6,11 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/claudecode"
@@ -66,4 +69,71 @@ func LookPath(t testing.TB, name string) string {
 		Missing(t, name+" is not installed")
 	}
 	return p
+}
+
+// PaddockBinary builds a static paddock binary (the guest) once per test
+// process and returns its path.
+func PaddockBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "paddock-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		_ = os.Chmod(dir, 0o755)
+		out := filepath.Join(dir, "paddock")
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/paddock")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
+			return
+		}
+		builtBin = out
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// TraversableTempDir is a temporary directory that other uids may pass
+// through (mode 0711 on it and every parent the test owns), as the local
+// backend's unprivileged box uids must.
+func TraversableTempDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for p := d; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		_ = os.Chmod(p, 0o711)
+	}
+	return d
 }
