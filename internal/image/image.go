@@ -1,0 +1,276 @@
+// Package image builds the Docker image a box runs: a digest-pinned base,
+// the pinned Claude Code, and `paddock guest`, with a non-root user and
+// DISABLE_AUTOUPDATER=1. The Dockerfile comes from one builder (Dockerfile);
+// the build needs no network (everything is in the build context, and the
+// build runs with network "none"); the result is refused unless
+// `claude --version` inside it reports the pin.
+package image
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+)
+
+// Labels on a box image.
+const (
+	LabelImage         = "paddock.image"
+	LabelClaudeVersion = "paddock.claude-version"
+	LabelBase          = "paddock.base"
+)
+
+// Spec describes an image.
+type Spec struct {
+	// Base is digest-pinned: "sha256:<64 hex>" (a local image id) or
+	// "name@sha256:<64 hex>" (a registry digest). Tags are refused.
+	Base string
+	// ClaudeVersion is the exact Claude Code version it carries.
+	ClaudeVersion string
+	// Tag names the result (default paddock/box:claude-<version>).
+	Tag string
+}
+
+var (
+	idRef     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	digestRef = regexp.MustCompile(`^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*@sha256:[0-9a-f]{64}$`)
+	exactVer  = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?$`)
+)
+
+// CheckBase refuses anything but a digest-pinned base.
+func CheckBase(base string) error {
+	if idRef.MatchString(base) || digestRef.MatchString(base) {
+		return nil
+	}
+	return fmt.Errorf("base %q is not pinned: give sha256:<image id> or name@sha256:<digest> (tags and latest float): %w", base, errdefs.ErrInvalid)
+}
+
+// Check validates a spec and fills the default tag.
+func (s *Spec) Check() error {
+	if err := CheckBase(s.Base); err != nil {
+		return err
+	}
+	if !exactVer.MatchString(s.ClaudeVersion) {
+		return fmt.Errorf("claude version %q is not an exact version like 2.1.328: %w", s.ClaudeVersion, errdefs.ErrInvalid)
+	}
+	if s.Tag == "" {
+		s.Tag = "paddock/box:claude-" + s.ClaudeVersion
+	}
+	return nil
+}
+
+var dockerfile = template.Must(template.New("Dockerfile").Parse(`# Written by paddock image build; do not edit. Builds with no network.
+FROM {{.Base}}
+# The box user and the places it may write.
+RUN set -eu; \
+    grep -q '^{{.User}}:' /etc/group  || echo '{{.User}}:x:{{.UID}}:' >> /etc/group; \
+    grep -q '^{{.User}}:' /etc/passwd || echo '{{.User}}:x:{{.UID}}:{{.UID}}:paddock:{{.Home}}:/bin/bash' >> /etc/passwd; \
+    mkdir -p {{.Home}} {{.Workspace}} /run/paddock; \
+    chown {{.UID}}:{{.UID}} {{.Home}} {{.Workspace}}; chmod 0700 {{.Home}}
+# The pinned Claude Code: one native binary, mode 0555 from the context.
+COPY claude /usr/local/bin/claude
+# The guest, last: it changes with every paddock build.
+COPY paddock /usr/local/bin/paddock
+ENV DISABLE_AUTOUPDATER=1 \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+    HOME={{.Home}} \
+    PATH=/usr/local/bin:/usr/bin:/bin
+LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}"
+USER {{.UID}}:{{.UID}}
+WORKDIR {{.Workspace}}
+ENTRYPOINT ["/usr/local/bin/paddock", "guest"]
+`))
+
+// Dockerfile renders the spec's Dockerfile.
+func Dockerfile(s Spec) (string, error) {
+	if err := s.Check(); err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	err := dockerfile.Execute(&b, map[string]any{
+		"Base": s.Base, "ClaudeVersion": s.ClaudeVersion, "UID": sandbox.BoxUID, "User": sandbox.BoxUser,
+		"Home": sandbox.HomeDir, "Workspace": sandbox.WorkspaceDir,
+		"LabelImage": LabelImage, "LabelClaude": LabelClaudeVersion, "LabelBase": LabelBase,
+	})
+	return b.String(), err
+}
+
+// Build builds the image from the Claude Code binary and the (static)
+// paddock binary, shows progress, verifies the pin, and returns the image id.
+func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBin string, progress io.Writer) (string, error) {
+	df, err := Dockerfile(s)
+	if err != nil {
+		return "", err
+	}
+	if progress == nil {
+		progress = io.Discard
+	}
+	if _, err := cli.ImageInspect(ctx, s.Base); err != nil {
+		return "", fmt.Errorf("base %s is not in the local image store (no registry is used; docker import or docker pull it first): %w", s.Base, errdefs.ErrNotFound)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeContext(pw, df, claudeBin, paddockBin)) }()
+	resp, err := cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
+		Tags:        []string{s.Tag},
+		Dockerfile:  "Dockerfile",
+		NetworkMode: "none",
+		Remove:      true,
+		ForceRemove: true,
+		PullParent:  false,
+		Version:     build.BuilderV1,
+		Labels:      map[string]string{LabelImage: "1"},
+	})
+	if err != nil {
+		pr.Close()
+		return "", fmt.Errorf("image build: %w", err)
+	}
+	defer resp.Body.Close()
+	id, err := readBuild(resp.Body, progress)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(progress, "verifying: claude --version in %s\n", short(id))
+	got, err := RunVersion(ctx, cli, id)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(got, s.ClaudeVersion+" ") {
+		_, _ = cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true})
+		return "", fmt.Errorf("the image reports Claude Code %q, not the pinned %s; image refused and removed: %w", got, s.ClaudeVersion, errdefs.ErrConflict)
+	}
+	fmt.Fprintf(progress, "ok: %s is %s with Claude Code %s\n", s.Tag, short(id), s.ClaudeVersion)
+	return id, nil
+}
+
+func short(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// writeContext writes the build context as a tar stream.
+func writeContext(w io.Writer, df, claudeBin, paddockBin string) error {
+	tw := tar.NewWriter(w)
+	add := func(name string, mode int64, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: size, ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	if err := add("Dockerfile", 0o644, int64(len(df)), strings.NewReader(df)); err != nil {
+		return err
+	}
+	for name, path := range map[string]string{"claude": claudeBin, "paddock": paddockBin} {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		err = add(name, 0o555, fi.Size(), f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// readBuild follows the daemon's JSON progress stream.
+func readBuild(r io.Reader, progress io.Writer) (string, error) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	id := ""
+	for {
+		var m struct {
+			Stream      string `json:"stream"`
+			Status      string `json:"status"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+			Aux json.RawMessage `json:"aux"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return "", fmt.Errorf("image build: progress stream: %w", err)
+		}
+		if m.Error != "" {
+			return "", fmt.Errorf("image build failed: %s", m.Error)
+		}
+		if m.Stream != "" {
+			fmt.Fprint(progress, m.Stream)
+		}
+		if len(m.Aux) > 0 {
+			var aux struct{ ID string }
+			if json.Unmarshal(m.Aux, &aux) == nil && aux.ID != "" {
+				id = aux.ID
+			}
+		}
+	}
+	if id == "" {
+		return "", errors.New("image build: the daemon reported no image id")
+	}
+	return id, nil
+}
+
+// RunVersion runs `claude --version` in the image (no network, read-only,
+// as the box user) and returns what it printed.
+func RunVersion(ctx context.Context, cli *client.Client, img string) (string, error) {
+	no := false
+	c, err := cli.ContainerCreate(ctx, &container.Config{
+		Image: img, User: fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
+		Entrypoint: []string{"/usr/local/bin/claude", "--version"}, NetworkDisabled: true,
+		Labels: map[string]string{LabelImage: "verify"},
+	}, &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges:true"}, Init: &no,
+		Tmpfs: map[string]string{"/tmp": "rw,size=64m", sandbox.HomeDir: fmt.Sprintf("rw,size=64m,uid=%d", sandbox.BoxUID)}}, nil, nil, "")
+	if err != nil {
+		return "", fmt.Errorf("verify image: %w", err)
+	}
+	defer cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) //nolint:errcheck
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return "", fmt.Errorf("verify image: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	waitC, errC := cli.ContainerWait(wctx, c.ID, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+	case err := <-errC:
+		return "", fmt.Errorf("verify image: %w", err)
+	}
+	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return "", fmt.Errorf("verify image: %w", err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	_, _ = stdcopy.StdCopy(&out, &out, logs)
+	return strings.TrimSpace(out.String()), nil
+}

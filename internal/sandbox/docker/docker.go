@@ -1,0 +1,463 @@
+// Package docker is the `docker` backend: Docker Engine through its Go SDK.
+//
+// Every container is made by one builder, containerSpec, never by hand, and
+// is hardened by construction: no network (none), read-only root
+// filesystem, non-root user (1000), no-new-privileges, every capability
+// dropped, pids/memory/CPU limits, tmpfs /tmp and /run/paddock, a named
+// volume for home (never a bind), never the Docker socket, never
+// privileged, an optional runtime (e.g. runsc) from config. The image's
+// entrypoint is `paddock guest`, PID 1.
+//
+// The channel rides on `docker exec -i <box> paddock guest bridge`, which
+// copies the exec stream to the guest's unix socket in the box.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	pdkerr "github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+)
+
+// Name of this backend.
+const Name = "docker"
+
+// GuestPath is where images carry the paddock binary.
+const GuestPath = "/usr/local/bin/paddock"
+
+// Config configures the backend.
+type Config struct {
+	// Host is the Docker daemon address; empty uses DOCKER_HOST or the
+	// default socket.
+	Host string
+	// Image is used when CreateOptions.Image is empty.
+	Image string
+	// Runtime is an optional OCI runtime name ("runsc").
+	Runtime string
+	// TmpSize bounds the /tmp tmpfs (bytes; default 1 GiB).
+	TmpSize int64
+	// Dir holds the backend's files on the host (an empty resolv.conf that
+	// replaces the one Docker would copy from the host). Required.
+	Dir string
+}
+
+// Backend is the docker backend.
+type Backend struct {
+	cfg Config
+	cli *client.Client
+	mu  sync.Mutex
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New connects to the daemon (API version negotiated) and checks it answers.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: the Docker daemon does not answer (is dockerd running? DOCKER_HOST=%q): %v: %w",
+			os.Getenv("DOCKER_HOST"), err, pdkerr.ErrUnavailable)
+	}
+	if cfg.TmpSize == 0 {
+		cfg.TmpSize = 1 << 30
+	}
+	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: Dir must be an absolute path: %w", pdkerr.ErrInvalid)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	// Docker copies the host's resolv.conf even into a container without a
+	// network; a box has no resolver, so it gets an empty one.
+	if err := os.WriteFile(filepath.Join(cfg.Dir, "resolv.conf"), nil, 0o644); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	return &Backend{cfg: cfg, cli: cli}, nil
+}
+
+// Client exposes the SDK client (image builds share it).
+func (b *Backend) Client() *client.Client { return b.cli }
+
+// Close releases the client.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return Name }
+
+// Capabilities implements sandbox.Backend.
+func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
+	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, SurvivesRunnerRestart: true, Runtime: b.cfg.Runtime}
+	if info, err := b.cli.Info(ctx); err == nil {
+		c.MemoryLimit, c.PidsLimit, c.CPULimit = info.MemoryLimit, info.PidsLimit, info.CPUCfsQuota
+		if c.Runtime == "" {
+			c.Runtime = info.DefaultRuntime
+		}
+	}
+	return c
+}
+
+func containerName(session string) string { return "paddock-" + session }
+func homeVolume(session string) string    { return "paddock-" + session + "-home" }
+func wsVolume(session string) string      { return "paddock-" + session + "-workspace" }
+
+// Spec is everything ContainerCreate gets.
+type Spec struct {
+	Name   string
+	Config *container.Config
+	Host   *container.HostConfig
+}
+
+// containerSpec is the one builder of a box's container. Its result is
+// checked by TestSpecHardened; change both together.
+func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, error) {
+	l := o.Limits.WithDefaults()
+	pids := l.Pids
+	labels := sandbox.Labels(o.Session, sandbox.KindBox)
+	mounts := []mount.Mount{
+		{Type: mount.TypeVolume, Source: homeVolume(o.Session), Target: sandbox.HomeDir},
+		{Type: mount.TypeBind, Source: filepath.Join(b.cfg.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+	}
+	if o.Workspace == "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: wsVolume(o.Session), Target: sandbox.WorkspaceDir})
+	} else {
+		if err := checkWorkspace(o.Workspace); err != nil {
+			return Spec{}, err
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: o.Workspace, Target: sandbox.WorkspaceDir,
+			BindOptions: &mount.BindOptions{NonRecursive: true}})
+	}
+	no := false
+	return Spec{
+		Name: containerName(o.Session),
+		Config: &container.Config{
+			Image:           image,
+			User:            fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
+			Hostname:        "paddock",
+			WorkingDir:      sandbox.WorkspaceDir,
+			Entrypoint:      []string{GuestPath, "guest", "--socket", sandbox.GuestSocket},
+			Cmd:             nil,
+			Env:             []string{"HOME=" + sandbox.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "DISABLE_AUTOUPDATER=1"},
+			Labels:          labels,
+			NetworkDisabled: true,
+			StopSignal:      "SIGTERM",
+		},
+		Host: &container.HostConfig{
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			Privileged:     false,
+			SecurityOpt:    []string{"no-new-privileges:true"},
+			CapDrop:        []string{"ALL"},
+			IpcMode:        "private",
+			Init:           &no, // the guest is PID 1
+			Runtime:        b.cfg.Runtime,
+			Tmpfs: map[string]string{
+				"/tmp":         fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpSize),
+				"/run/paddock": fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", sandbox.BoxUID, sandbox.BoxUID),
+			},
+			Mounts: mounts,
+			Resources: container.Resources{
+				Memory:     l.MemoryBytes,
+				MemorySwap: l.MemoryBytes, // no swap beyond the limit
+				NanoCPUs:   int64(l.CPUs * 1e9),
+				PidsLimit:  &pids,
+			},
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		},
+	}, nil
+}
+
+// checkWorkspace refuses host directories that would hand the box the
+// daemon or the host: the Docker socket, /, and the kernel's trees.
+func checkWorkspace(ws string) error {
+	if !filepath.IsAbs(ws) {
+		return fmt.Errorf("workspace %q must be absolute: %w", ws, pdkerr.ErrInvalid)
+	}
+	clean := filepath.Clean(ws)
+	for _, bad := range []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker", "/etc", "/boot"} {
+		if clean == bad || strings.HasPrefix(clean, bad+"/") && bad != "/" {
+			return fmt.Errorf("workspace %s is a system directory: %w", ws, pdkerr.ErrForbidden)
+		}
+	}
+	for _, sock := range []string{"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"} {
+		if rel, err := filepath.Rel(clean, sock); err == nil && !strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("workspace %s contains the daemon socket %s: %w", ws, sock, pdkerr.ErrForbidden)
+		}
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return fmt.Errorf("workspace %q must be an existing directory: %w", ws, pdkerr.ErrInvalid)
+	}
+	return nil
+}
+
+func mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrNotFound)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrConflict)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrInvalid)
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrUnavailable)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Create implements sandbox.Backend.
+func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.Box, error) {
+	if err := sandbox.ValidSession(o.Session); err != nil {
+		return sandbox.Box{}, err
+	}
+	image := o.Image
+	if image == "" {
+		image = b.cfg.Image
+	}
+	if image == "" {
+		return sandbox.Box{}, fmt.Errorf("no image for the docker backend; build one with `paddock image build`: %w", pdkerr.ErrInvalid)
+	}
+	spec, err := b.containerSpec(o, image)
+	if err != nil {
+		return sandbox.Box{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vols := []string{homeVolume(o.Session)}
+	if o.Workspace == "" {
+		vols = append(vols, wsVolume(o.Session))
+	}
+	for _, v := range vols {
+		if _, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: v, Labels: sandbox.Labels(o.Session, sandbox.KindVolume)}); err != nil {
+			return sandbox.Box{}, mapErr("create volume "+v, err)
+		}
+	}
+	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return sandbox.Box{}, fmt.Errorf("session %s already has a box: %w", o.Session, pdkerr.ErrConflict)
+		}
+		return sandbox.Box{}, mapErr("create container", err)
+	}
+	return b.Inspect(ctx, resp.ID)
+}
+
+// Start implements sandbox.Backend.
+func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
+	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return sandbox.Box{}, mapErr("start box", err)
+	}
+	return b.Inspect(ctx, id)
+}
+
+// Connect implements sandbox.Backend.
+func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	ins, err := b.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, mapErr("connect", err)
+	}
+	if ins.State == nil || !ins.State.Running {
+		return nil, fmt.Errorf("box %s is not running: %w", id, pdkerr.ErrConflict)
+	}
+	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+		User:         fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Cmd:          []string{GuestPath, "guest", "bridge", "--socket", sandbox.GuestSocket},
+		Env:          []string{"PATH=/usr/bin:/bin"},
+	})
+	if err != nil {
+		return nil, mapErr("exec bridge", err)
+	}
+	hj, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, mapErr("attach bridge", err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		// Without a tty, Docker multiplexes stdout and stderr in frames.
+		_, err := stdcopy.StdCopy(pw, io.Discard, hj.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	return &execConn{hj: hj.Conn, closeWrite: hj.CloseWrite, r: pr, close: hj.Close}, nil
+}
+
+type execConn struct {
+	hj         io.Writer
+	closeWrite func() error
+	r          *io.PipeReader
+	close      func()
+	once       sync.Once
+}
+
+func (c *execConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *execConn) Write(p []byte) (int, error) { return c.hj.Write(p) }
+func (c *execConn) Close() error {
+	c.once.Do(func() {
+		_ = c.closeWrite()
+		c.close()
+		c.r.Close()
+	})
+	return nil
+}
+
+// Stop implements sandbox.Backend.
+func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) error {
+	secs := 5
+	if o.Timeout > 0 {
+		secs = int((o.Timeout + time.Second - 1) / time.Second)
+	}
+	if err := b.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+		return mapErr("stop box", err)
+	}
+	return nil
+}
+
+// Remove implements sandbox.Backend.
+func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions) error {
+	ins, err := b.cli.ContainerInspect(ctx, id)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return mapErr("remove box", err)
+	}
+	session := ins.Config.Labels[sandbox.LabelSession]
+	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return mapErr("remove box", err)
+	}
+	if o.KeepVolume || session == "" {
+		return nil
+	}
+	var errs []error
+	for _, v := range []string{homeVolume(session), wsVolume(session)} {
+		if err := b.removeVolume(ctx, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeVolume retries briefly: a just-removed container may still hold it.
+func (b *Backend) removeVolume(ctx context.Context, name string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		err = b.cli.VolumeRemove(ctx, name, false)
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return mapErr("remove volume "+name, err)
+}
+
+// Inspect implements sandbox.Backend.
+func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
+	ins, err := b.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return sandbox.Box{}, mapErr("inspect box", err)
+	}
+	if ins.Config == nil || ins.Config.Labels[sandbox.LabelManaged] != "1" {
+		return sandbox.Box{}, fmt.Errorf("container %s is not a paddock box: %w", id, pdkerr.ErrNotFound)
+	}
+	st := sandbox.StateStopped
+	switch {
+	case ins.State != nil && ins.State.Running:
+		st = sandbox.StateRunning
+	case ins.State != nil && ins.State.Status == "created":
+		st = sandbox.StateCreated
+	}
+	created, _ := time.Parse(time.RFC3339Nano, ins.Created)
+	session := ins.Config.Labels[sandbox.LabelSession]
+	l := sandbox.Limits{}
+	if ins.HostConfig != nil {
+		l.MemoryBytes = ins.HostConfig.Memory
+		l.CPUs = float64(ins.HostConfig.NanoCPUs) / 1e9
+		if ins.HostConfig.PidsLimit != nil {
+			l.Pids = *ins.HostConfig.PidsLimit
+		}
+	}
+	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l}, nil
+}
+
+// List implements sandbox.Backend.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=1"))
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, mapErr("list boxes", err)
+	}
+	var out []sandbox.Object
+	for _, c := range cs {
+		out = append(out, sandbox.Object{Kind: sandbox.KindBox, ID: c.ID, Session: c.Labels[sandbox.LabelSession], Labels: c.Labels})
+	}
+	vs, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, mapErr("list volumes", err)
+	}
+	for _, v := range vs.Volumes {
+		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name, Session: v.Labels[sandbox.LabelSession], Labels: v.Labels})
+	}
+	ns, err := b.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, mapErr("list networks", err)
+	}
+	for _, n := range ns {
+		out = append(out, sandbox.Object{Kind: sandbox.KindNetwork, ID: n.ID, Session: n.Labels[sandbox.LabelSession], Labels: n.Labels})
+	}
+	return out, nil
+}
+
+// RemoveObject implements sandbox.Backend.
+func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
+	switch o.Kind {
+	case sandbox.KindBox:
+		err := b.cli.ContainerRemove(ctx, o.ID, container.RemoveOptions{Force: true})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return mapErr("remove box", err)
+	case sandbox.KindVolume:
+		return b.removeVolume(ctx, o.ID)
+	case sandbox.KindNetwork:
+		err := b.cli.NetworkRemove(ctx, o.ID)
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return mapErr("remove network", err)
+	}
+	return fmt.Errorf("object kind %q: %w", o.Kind, pdkerr.ErrInvalid)
+}

@@ -1,0 +1,89 @@
+package docker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// TestSpecHardened checks the one container builder, field by field.
+func TestSpecHardened(t *testing.T) {
+	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", Runtime: "runsc", TmpSize: 1 << 30}}
+	ws := t.TempDir()
+	for _, workspace := range []string{"", ws} {
+		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, c := s.Host, s.Config
+		if h.NetworkMode != "none" || !c.NetworkDisabled || !h.ReadonlyRootfs || h.Privileged ||
+			len(h.CapDrop) != 1 || h.CapDrop[0] != "ALL" || len(h.CapAdd) != 0 ||
+			len(h.SecurityOpt) != 1 || h.SecurityOpt[0] != "no-new-privileges:true" ||
+			c.User != "1000:1000" || h.Runtime != "runsc" || h.Init == nil || *h.Init ||
+			h.Memory != 1<<30 || h.MemorySwap != 1<<30 || h.NanoCPUs != 1.5e9 || h.PidsLimit == nil || *h.PidsLimit != 100 ||
+			!strings.HasPrefix(h.Tmpfs["/tmp"], "rw,nosuid,nodev") || h.Tmpfs["/run/paddock"] == "" ||
+			len(h.Binds) != 0 || h.PidMode != "" || h.IpcMode != "private" || h.UTSMode != "" || h.UsernsMode != "" ||
+			len(h.Devices) != 0 || c.Labels[sandbox.LabelManaged] != "1" || c.Labels[sandbox.LabelSession] != "s1" {
+			t.Fatalf("spec not hardened: %+v\n%+v", h, c)
+		}
+		var home bool
+		for _, m := range h.Mounts {
+			if strings.Contains(m.Source, "docker.sock") || strings.Contains(m.Source, "containerd") {
+				t.Fatalf("daemon socket mounted: %+v", m)
+			}
+			switch m.Target {
+			case sandbox.HomeDir:
+				home = m.Type == mount.TypeVolume
+			case "/etc/resolv.conf":
+				if !m.ReadOnly {
+					t.Fatal("resolv.conf writable")
+				}
+			case sandbox.WorkspaceDir:
+				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != ws) {
+					t.Fatalf("workspace mount %+v", m)
+				}
+			default:
+				t.Fatalf("unexpected mount %+v", m)
+			}
+		}
+		if !home {
+			t.Fatal("home is not a named volume")
+		}
+	}
+	for _, bad := range []string{"/", "/var/run", "/run", "/proc", "/etc", "relative", "/var/lib/docker/volumes"} {
+		if _, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: bad}, "img"); !errdefs.Is(err, errdefs.ErrForbidden) && !errdefs.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("workspace %q accepted: %v", bad, err)
+		}
+	}
+}
+
+func TestConformance(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	img := imagetest.BoxImage(t, cli)
+	b, err := New(context.Background(), Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sandboxtest.Run(t, sandboxtest.Setup{
+		Backend:      b,
+		ReadOnlyRoot: true,
+		Workspace: func(t *testing.T) string {
+			d := filepath.Join(testenv.TraversableTempDir(t), "ws")
+			os.Mkdir(d, 0o777)
+			os.Chmod(d, 0o777)
+			return d
+		},
+	})
+}
