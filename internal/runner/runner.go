@@ -54,9 +54,10 @@ type Runner struct {
 	upstream  string
 	started   time.Time
 
-	apiLn   net.Listener
-	proxyLn net.Listener
-	proxyAt string
+	apiLn    net.Listener
+	proxyLn  net.Listener
+	proxyAt  string
+	boxConns *chanListener // connections forwarded from boxes' channels
 
 	closeOnce sync.Once
 }
@@ -67,7 +68,7 @@ func New(opts Options) (_ *Runner, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC()}
+	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener()}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -194,8 +195,13 @@ func (r *Runner) Serve(ctx context.Context) error {
 	}
 	apiSrv := &http.Server{Handler: api.Handler(r), ReadHeaderTimeout: 10 * time.Second}
 	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
-	errc := make(chan error, 2)
+	// The same proxy, for connections that arrive over boxes' channels;
+	// each carries its session in its context.
+	boxSrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
+	boxSrv.ConnContext = connContext
+	errc := make(chan error, 3)
 	go func() { errc <- apiSrv.Serve(r.apiLn) }()
+	go func() { errc <- boxSrv.Serve(r.boxConns) }()
 	if r.proxyLn != nil {
 		go func() { errc <- proxySrv.Serve(r.proxyLn) }()
 	}
@@ -212,6 +218,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	defer cancel()
 	_ = apiSrv.Shutdown(sctx)
 	_ = proxySrv.Shutdown(sctx)
+	_ = boxSrv.Shutdown(sctx)
 	r.proxy.Drain()
 	r.log.Info("paddock runner stopped")
 	if errors.Is(err, http.ErrServerClosed) {
@@ -229,6 +236,7 @@ func (r *Runner) Close() error {
 		if r.proxyLn != nil {
 			r.proxyLn.Close()
 		}
+		r.boxConns.Close()
 		if r.decisions != nil {
 			r.decisions.Close()
 		}

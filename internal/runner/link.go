@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/credproxy"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/sandbox"
+)
+
+// In-box addresses of the Runner's services. A box's loopback is its own,
+// so every box uses the same ones.
+const (
+	// BoxAPIAddr is where Claude Code in a box finds the credential proxy
+	// (ANTHROPIC_BASE_URL=http://127.0.0.1:4141).
+	BoxAPIAddr = "127.0.0.1:4141"
+	// ServiceAnthropic names the credential proxy on the channel.
+	ServiceAnthropic = "anthropic"
+)
+
+// Link is the Runner's live channel to one box.
+type Link struct {
+	Session string
+	BoxID   string
+	Client  *channel.Client
+}
+
+// Close ends the channel (not the box).
+func (l *Link) Close() error { return l.Client.Close() }
+
+// Link opens a channel to a running box of session, starts the box's
+// loopback listener for the credential proxy and serves what arrives on it.
+// Everything that comes over this channel is the session's: the proxy
+// refuses another session's token on it.
+func (r *Runner) Link(ctx context.Context, be sandbox.Backend, boxID, session string) (*Link, error) {
+	conn, err := be.Connect(ctx, boxID)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := channel.NewClient(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if _, _, err := cl.Ping(deadline); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("box %s: guest does not answer: %w", boxID, err)
+	}
+	if err := cl.Listen(BoxAPIAddr, ServiceAnthropic, deadline); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("box %s: open the API address in the box: %w", boxID, err)
+	}
+	l := &Link{Session: session, BoxID: boxID, Client: cl}
+	go r.serveForwards(l)
+	return l, nil
+}
+
+// serveForwards answers the streams the guest opens for forwarded connections.
+func (r *Runner) serveForwards(l *Link) {
+	for {
+		st, h, br, err := l.Client.Accept()
+		if err != nil {
+			return
+		}
+		if h.Type != channel.TypeForward || h.Service != ServiceAnthropic {
+			_ = channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
+			st.Close()
+			r.log.Warn("box asked for an unknown service", logkey.Session, l.Session, "service", h.Service)
+			continue
+		}
+		if err := channel.WriteJSONLine(st, channel.Reply{OK: true}); err != nil {
+			st.Close()
+			continue
+		}
+		if !r.boxConns.push(&sessionConn{Conn: st, r: br, session: l.Session}) {
+			st.Close()
+			return
+		}
+	}
+}
+
+// sessionConn is a forwarded connection that knows its session.
+type sessionConn struct {
+	net.Conn
+	r       *bufio.Reader // may hold bytes read past the header
+	session string
+}
+
+func (c *sessionConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// connContext tags a forwarded connection's requests with its session.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if sc, ok := c.(*sessionConn); ok {
+		return credproxy.WithChannelSession(ctx, sc.session)
+	}
+	return ctx
+}
+
+// chanListener is a net.Listener fed by the channels of every box.
+type chanListener struct {
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return chanAddr{} }
+
+type chanAddr struct{}
+
+func (chanAddr) Network() string { return "channel" }
+func (chanAddr) String() string  { return "boxes" }
