@@ -1,5 +1,6 @@
 # paddock — see README.md. Every target runs on a fresh Debian machine as root.
 SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(PATH):/usr/local/go/bin:/var/cache/paddock/bin
 GO ?= go
 CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
@@ -9,8 +10,9 @@ FUZZTIME ?= 10s
 
 all: build
 
+# Static (CGO_ENABLED=0): the same binary runs as the guest in every box.
 build:
-	$(GO) build -trimpath -o bin/paddock ./cmd/paddock
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock ./cmd/paddock
 
 # Install what the tests and sessions need (Debian packages, the pinned
 # Claude Code from npm, staticcheck); cached under /var/cache/paddock.
@@ -41,8 +43,9 @@ fuzz:
 	done
 
 # Side-by-side benchmarks; prints the tables recorded in docs/PERFORMANCE.md.
-bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/credproxy/
+bench: deps build
+	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ 2>&1 \
+	  | grep -v -e '^ --->' -e '^Step ' -e '^Successfully' -e '^Removing intermediate'
 
 # The main job: build, install what is needed, and start the Runner.
 run: deps build

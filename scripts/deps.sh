@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs what paddock's tests and sessions need on a Debian machine, and
 # caches what it builds so a second run takes seconds:
-#   - Debian packages (apt-get; only the missing ones, one apt-get update)
+#   - Debian packages (apt-get; only the missing ones, one apt-get update):
+#     bubblewrap and tmux (the local backend), docker.io (the docker
+#     backend), debootstrap (the test base image)
+#   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
+#   - the test base image paddock-test/base:bookworm: a Debian rootfs made
+#     with debootstrap and `docker import`ed (no registry is reachable)
 #   - staticcheck into /var/cache/paddock/bin
 # Usage: scripts/deps.sh [--no-apt]
 set -euo pipefail
@@ -16,7 +21,7 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
 # Debian packages. Node.js and npm: only when missing (a newer node from
 # elsewhere is kept).
-pkgs=(ca-certificates git make util-linux)
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -43,6 +48,34 @@ else
   rm -rf "$dir" && mkdir -p "$dir"
   npm install --no-audit --no-fund --loglevel=error --prefix "$dir" "@anthropic-ai/claude-code@$CLAUDE_VERSION" >/dev/null
   "$bin" --version | grep -q "^$CLAUDE_VERSION " || { say "claude --version does not report $CLAUDE_VERSION"; exit 1; }
+fi
+
+# dockerd: start it when it does not answer (a fresh machine, or CI).
+if ! docker info >/dev/null 2>&1; then
+  say "starting dockerd (log: /var/log/paddock-dockerd.log)"
+  setsid nohup dockerd >/var/log/paddock-dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || { say "dockerd did not start; see /var/log/paddock-dockerd.log"; exit 1; }
+fi
+
+# The test base image: Debian bookworm, minbase, with tmux, bash and what the
+# probes use. Made locally (no registry), cached as a rootfs and an image.
+BASE_TAG=${PADDOCK_TEST_BASE_TAG:-paddock-test/base:bookworm}
+if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
+  rootfs="${PADDOCK_TEST_ROOTFS:-$CACHE/rootfs-bookworm}"
+  if [ ! -f "$rootfs/.paddock-complete" ]; then
+    mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    say "debootstrap bookworm from $mirror into $rootfs"
+    rm -rf "$rootfs"
+    debootstrap --variant=minbase --include=tmux,bash,ca-certificates,procps,perl-base \
+      bookworm "$rootfs" "$mirror" >/var/log/paddock-debootstrap.log 2>&1 \
+      || { say "debootstrap failed; see /var/log/paddock-debootstrap.log"; exit 1; }
+    rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*
+    touch "$rootfs/.paddock-complete"
+  fi
+  say "docker import $BASE_TAG"
+  tar -C "$rootfs" --exclude=./.paddock-complete -c . | docker import - "$BASE_TAG" >/dev/null
 fi
 
 # staticcheck, pinned.

@@ -107,6 +107,8 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		logsCmd(g, o),
 		versionCmd(o),
 		guestCmd(o),
+		imageCmd(g, o),
+		claudeCmd(g, o),
 	)
 	return root.ExecuteContext(ctx)
 }

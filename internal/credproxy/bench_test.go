@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/perf"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
@@ -157,17 +156,6 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 	return out
 }
 
-func pct(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d.Microseconds())/1000) }
-
 // BenchmarkProxyVsDirect measures, in one run with rounds interleaved, the
 // latency the credential proxy adds to a small request (concurrency 1 and
 // 32) and to each SSE event (1 and 64 concurrent streams), against calling
@@ -211,16 +199,12 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			}
 		}
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%s, %d CPUs, %s, %s\n", runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&sb, "| %-22s | %10s | %10s | %10s | %10s | %12s | %12s |\n", "case (ms)", "direct p50", "proxy p50", "direct p99", "proxy p99", "added p50", "added p99")
-	fmt.Fprintf(&sb, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 24), strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 14), strings.Repeat("-", 14))
+	t := perf.Table{Title: "Credential proxy vs direct (ms)", Header: []string{"case", "direct p50", "proxy p50", "direct p99", "proxy p99", "added p50", "added p99"}}
 	for _, rw := range rows {
-		d50, p50, d99, p99 := pct(rw.direct, .5), pct(rw.px, .5), pct(rw.direct, .99), pct(rw.px, .99)
-		fmt.Fprintf(&sb, "| %-22s | %10s | %10s | %10s | %10s | %12s | %12s |\n", rw.name, ms(d50), ms(p50), ms(d99), ms(p99), ms(p50-d50), ms(p99-d99))
+		d50, p50, d99, p99 := perf.Pct(rw.direct, .5), perf.Pct(rw.px, .5), perf.Pct(rw.direct, .99), perf.Pct(rw.px, .99)
+		t.Add(rw.name, perf.MS(d50), perf.MS(p50), perf.MS(d99), perf.MS(p99), perf.MS(p50-d50), perf.MS(p99-d99))
 		metric := strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(rw.name)
 		b.ReportMetric(float64((p50-d50).Microseconds())/1000, "added-p50-ms/"+metric)
 	}
-	b.Log(sb.String())
-	fmt.Fprint(os.Stderr, sb.String())
+	t.Write(os.Stderr)
 }

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,7 +60,6 @@ func Run(ctx context.Context, o Options) error {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	g := &Guest{opts: o, log: o.Log, procs: newProcs(o.Reap), listeners: map[string]net.Listener{}}
-	prestartThreads(8)
 	if err := os.MkdirAll(dirOf(o.Socket), 0o700); err != nil {
 		return fmt.Errorf("guest: %w", err)
 	}
@@ -69,6 +69,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("guest: listen: %w", err)
 	}
 	_ = os.Chmod(o.Socket, 0o600)
+	// After the socket is up, so the Runner does not wait for it.
+	go prestartThreads(8)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
@@ -98,7 +100,7 @@ func prestartThreads(n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts := syscall.Timespec{Nsec: 20e6}
+			ts := syscall.Timespec{Nsec: 5e6}
 			_ = syscall.Nanosleep(&ts, nil) // a blocking syscall holds its thread
 		}()
 	}
@@ -342,15 +344,19 @@ func (g *Guest) exec(st net.Conn, br *bufio.Reader, h channel.Header) {
 			}
 		}()
 	}
-	// Frames from the Runner. When the stream ends, the process is killed:
-	// nobody is left to see it.
+	// Frames from the Runner. When the stream ends while the process
+	// runs, its process group is killed: nobody is left to see it. Once it
+	// has exited, what it left in the background lives on, as with docker exec.
+	var exited atomic.Bool
 	go func() {
 		var buf []byte
 		for {
 			typ, payload, nb, err := channel.ReadFrame(br, buf)
 			buf = nb
 			if err != nil {
-				_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+				if !exited.Load() {
+					_ = syscall.Kill(-proc.Pid, syscall.SIGKILL)
+				}
 				return
 			}
 			switch typ {
@@ -374,6 +380,7 @@ func (g *Guest) exec(st net.Conn, br *bufio.Reader, h channel.Header) {
 		}
 	}()
 	ws := <-statusc
+	exited.Store(true)
 	// Output may still be in flight; background children can hold the
 	// pipes open forever, so wait for EOF only a short while.
 	drained := make(chan struct{})

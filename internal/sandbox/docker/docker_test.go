@@ -71,13 +71,18 @@ func TestConformance(t *testing.T) {
 	testenv.Root(t)
 	cli := imagetest.Docker(t)
 	img := imagetest.BoxImage(t, cli)
-	b, err := New(context.Background(), Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker")})
-	if err != nil {
-		t.Fatal(err)
+	cfg := Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker")}
+	open := func(t *testing.T) sandbox.Backend {
+		b, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
 	}
-	defer b.Close()
 	sandboxtest.Run(t, sandboxtest.Setup{
-		Backend:      b,
+		Backend:      open(t),
+		Reopen:       open,
 		ReadOnlyRoot: true,
 		Workspace: func(t *testing.T) string {
 			d := filepath.Join(testenv.TraversableTempDir(t), "ws")

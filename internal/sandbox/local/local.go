@@ -171,7 +171,9 @@ func (b *Backend) save(r *record) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(b.boxDir(r.ID), "box.json"), raw, 0o600)
+	// Not fsynced: after a power loss the box is gone too; what matters is
+	// that a crashed Runner never reads a half-written record.
+	return atomicfile.WriteNoSync(filepath.Join(b.boxDir(r.ID), "box.json"), raw, 0o600)
 }
 
 func (b *Backend) records() ([]*record, error) {

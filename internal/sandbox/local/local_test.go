@@ -5,27 +5,25 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-func newBackend(t *testing.T) *Backend {
-	t.Helper()
+func TestConformance(t *testing.T) {
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
-	guest := testenv.PaddockBinary(t)
-	root := filepath.Join(testenv.TraversableTempDir(t), "local")
-	b, err := New(Config{Root: root, GuestBinary: guest})
-	if err != nil {
-		t.Fatal(err)
+	cfg := Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.PaddockBinary(t)}
+	open := func(t *testing.T) sandbox.Backend {
+		b, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	return b
-}
-
-func TestConformance(t *testing.T) {
-	b := newBackend(t)
 	sandboxtest.Run(t, sandboxtest.Setup{
-		Backend: b,
+		Backend: open(t),
+		Reopen:  open,
 		Workspace: func(t *testing.T) string {
 			d := filepath.Join(testenv.TraversableTempDir(t), "ws")
 			os.Mkdir(d, 0o777)

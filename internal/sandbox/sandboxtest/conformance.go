@@ -29,6 +29,9 @@ type Setup struct {
 	Workspace func(t *testing.T) string
 	// ReadOnlyRoot: the whole root filesystem must be read-only (docker).
 	ReadOnlyRoot bool
+	// Reopen makes a new backend on the same state, as a restarted Runner
+	// does; the suite checks it finds running boxes again.
+	Reopen func(t *testing.T) sandbox.Backend
 }
 
 // Box is a running box with an open channel, for probes.
@@ -118,6 +121,42 @@ func Run(t *testing.T, s Setup) {
 	t.Run("Limits", func(t *testing.T) { limits(t, s) })
 	t.Run("Workspace", func(t *testing.T) { workspace(t, s) })
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })
+	t.Run("ReadoptAfterRestart", func(t *testing.T) { readopt(t, s) })
+}
+
+// readopt: a box started by one backend instance keeps running and is
+// found, connected to and removed by a new instance on the same state.
+func readopt(t *testing.T, s Setup) {
+	if s.Reopen == nil {
+		t.Fatal("Setup.Reopen is required")
+	}
+	ctx := context.Background()
+	session := uniqueSession("adopt")
+	b := StartBox(t, s, session, sandbox.Limits{}, "")
+	b.Run(t, `echo before > /tmp/mark; sleep 300 >/dev/null 2>&1 &`)
+	if err := b.Client.Listen("127.0.0.1:4999", "x", time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The old Runner vanishes without closing anything.
+	be2 := s.Reopen(t)
+	got, err := be2.Inspect(ctx, b.ID)
+	if err != nil || got.State != sandbox.StateRunning || got.Session != session {
+		t.Fatalf("restarted backend sees %+v, %v", got, err)
+	}
+	nb := &Box{Box: got, Client: Connect(t, be2, b.ID)}
+	defer nb.Client.Close()
+	out, _, code := nb.Run(t, `cat /tmp/mark; pgrep -c sleep`)
+	if code != 0 || out != "before\n1\n" {
+		t.Fatalf("the box did not keep its state across the restart: %d %q", code, out)
+	}
+	// The new channel takes the box's listening address over.
+	if err := nb.Client.Listen("127.0.0.1:4999", "x", time.Now().Add(10*time.Second)); err != nil {
+		t.Fatalf("re-listen: %v", err)
+	}
+	if err := be2.Remove(ctx, b.ID, sandbox.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNothingLeft(t, be2, session)
 }
 
 func lifecycle(t *testing.T, s Setup) {
