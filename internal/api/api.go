@@ -41,6 +41,7 @@ type Health struct {
 
 // Backend is what the Runner provides to the API.
 type Backend interface {
+	Sessions
 	Health(ctx context.Context) (Health, error)
 	CredentialStatus(ctx context.Context) (credential.Status, error)
 	Logs(ctx context.Context, session string, n int) ([]decisionlog.Entry, error)
@@ -124,6 +125,7 @@ func Handler(b Backend) http.Handler {
 		}
 		writeJSON(w, 200, es)
 	})
+	sessionRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("no API route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
 	})
@@ -156,27 +158,43 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return err
 	}
+	return c.roundTrip(req, out)
+}
+
+func (c *Client) roundTrip(req *http.Request, out any) error {
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if req.Context().Err() != nil {
+			return req.Context().Err()
+		}
+		if _, derr := net.Dial("unix", c.Socket); derr == nil {
+			return fmt.Errorf("the Runner on %s dropped the request: %w", c.Socket, err)
+		}
 		return fmt.Errorf("%w (no answer on %s); start it with `paddock serve`, or point --state-dir / %s at the one that runs: %w",
 			ErrNoRunner, c.Socket, "PADDOCK_STATE_DIR", errdefs.ErrUnavailable)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("read answer from the Runner: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var eb errorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			return fmt.Errorf("the Runner answered %s", resp.Status)
-		}
-		if sentinel, ok := kindErr[eb.Kind]; ok {
-			return fmt.Errorf("%s: %w", strings.TrimSuffix(eb.Error, ": "+sentinel.Error()), sentinel)
-		}
-		return errors.New(eb.Error)
-	}
 	return json.Unmarshal(b, out)
+}
+
+// responseError turns an error answer back into an errdefs error.
+func responseError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		return fmt.Errorf("the Runner answered %s", resp.Status)
+	}
+	if sentinel, ok := kindErr[eb.Kind]; ok {
+		return fmt.Errorf("%s: %w", strings.TrimSuffix(eb.Error, ": "+sentinel.Error()), sentinel)
+	}
+	return errors.New(eb.Error)
 }
 
 // Health calls GET /v1/health.

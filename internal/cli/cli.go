@@ -50,7 +50,10 @@ func Main(ctx context.Context, args []string, o IO) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(o.Stderr, "paddock:", err)
+	var ee exitError
+	if !errors.As(err, &ee) { // a command's own exit code speaks for itself
+		fmt.Fprintln(o.Stderr, "paddock:", err)
+	}
 	return exitCode(err)
 }
 
@@ -62,7 +65,10 @@ func (u usageError) Unwrap() error { return u.error }
 func exitCode(err error) int {
 	var ue usageError
 	var ce *config.Error
+	var ee exitError
 	switch {
+	case errors.As(err, &ee):
+		return ee.code
 	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, errdefs.ErrInvalid):
 		return 2
 	case errors.Is(err, errdefs.ErrUnavailable):
@@ -103,10 +109,20 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 
 	root.AddCommand(
 		serveCmd(g, o),
+		runCmd(g, o),
+		lsCmd(g, o),
+		attachCmd(g, o),
+		execCmd(g, o),
+		sleepCmd(g, o),
+		wakeCmd(g, o),
+		rmCmd(g, o),
+		pruneCmd(g, o),
+		setCmd(g, o),
 		credentialCmd(g, o),
 		logsCmd(g, o),
 		versionCmd(o),
 		guestCmd(o),
+		devCmd(o),
 		imageCmd(g, o),
 		claudeCmd(g, o),
 	)

@@ -17,11 +17,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/paddockhq/paddock/internal/claudecode"
 )
 
 // CurrentVersion is the only file format version this build reads.
@@ -33,6 +36,43 @@ type Config struct {
 	Log       Log       `toml:"log"`
 	Anthropic Anthropic `toml:"anthropic"`
 	Proxy     Proxy     `toml:"proxy"`
+	Sessions  Sessions  `toml:"sessions"`
+	Claude    Claude    `toml:"claude"`
+	Local     Local     `toml:"local"`
+	Docker    Docker    `toml:"docker"`
+}
+
+// Sessions sets defaults for new sessions.
+type Sessions struct {
+	// Backend is the default backend: "local" or "docker".
+	Backend string `toml:"backend"`
+	// MemoryMB, Pids and CPUs are each box's limits.
+	MemoryMB int64   `toml:"memory_mb"`
+	Pids     int64   `toml:"pids"`
+	CPUs     float64 `toml:"cpus"`
+}
+
+// Claude locates the pinned Claude Code CLI.
+type Claude struct {
+	// Binary, if set, is used instead of installing the pinned version from
+	// npm into <state-dir>/cli/<version>; it must report the pinned version.
+	Binary string `toml:"binary"`
+}
+
+// Local configures the local (bubblewrap) backend.
+type Local struct {
+	// UIDBase is the first host uid given to boxes (each live box gets its own).
+	UIDBase int `toml:"uid_base"`
+}
+
+// Docker configures the docker backend.
+type Docker struct {
+	// Host is the daemon address ("" = DOCKER_HOST or the default socket).
+	Host string `toml:"host"`
+	// Image is the box image (built with `paddock image build`).
+	Image string `toml:"image"`
+	// Runtime is an optional OCI runtime ("runsc").
+	Runtime string `toml:"runtime"`
 }
 
 // Log configures the Runner's own log.
@@ -103,6 +143,9 @@ func Default() Config {
 			StreamIdleTimeout:     Duration(5 * time.Minute),
 			MaxIdleConns:          512,
 		},
+		Sessions: Sessions{Backend: "local", MemoryMB: 4096, Pids: 1024, CPUs: 2},
+		Local:    Local{UIDBase: 200000},
+		Docker:   Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
 	}
 }
 
@@ -192,6 +235,8 @@ var known = []string{
 	"version", "log.format", "log.level", "anthropic.upstream",
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
+	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "claude.binary",
+	"local.uid_base", "docker.host", "docker.image", "docker.runtime",
 }
 
 func hint(key string) string {
@@ -267,6 +312,32 @@ func (c Config) Validate() error {
 	}
 	if c.Proxy.MaxIdleConns < 1 || c.Proxy.MaxIdleConns > 65536 {
 		return &Error{Key: "proxy.max_idle_conns", Msg: fmt.Sprintf("%d is outside 1..65536", c.Proxy.MaxIdleConns)}
+	}
+	switch c.Sessions.Backend {
+	case "local", "docker":
+	default:
+		return &Error{Key: "sessions.backend", Msg: fmt.Sprintf("%q is not one of local, docker", c.Sessions.Backend)}
+	}
+	if c.Sessions.MemoryMB < 64 || c.Sessions.MemoryMB > 1<<20 {
+		return &Error{Key: "sessions.memory_mb", Msg: fmt.Sprintf("%d is outside 64..1048576", c.Sessions.MemoryMB)}
+	}
+	if c.Sessions.Pids < 32 || c.Sessions.Pids > 1<<22 {
+		return &Error{Key: "sessions.pids", Msg: fmt.Sprintf("%d is outside 32..4194304", c.Sessions.Pids)}
+	}
+	if c.Sessions.CPUs < 0.1 || c.Sessions.CPUs > 1024 {
+		return &Error{Key: "sessions.cpus", Msg: fmt.Sprintf("%g is outside 0.1..1024", c.Sessions.CPUs)}
+	}
+	if c.Claude.Binary != "" && !strings.HasPrefix(c.Claude.Binary, "/") {
+		return &Error{Key: "claude.binary", Msg: fmt.Sprintf("%q must be an absolute path", c.Claude.Binary)}
+	}
+	if c.Local.UIDBase < 1000 || c.Local.UIDBase > 1<<31-1<<20 {
+		return &Error{Key: "local.uid_base", Msg: fmt.Sprintf("%d is outside 1000..%d", c.Local.UIDBase, 1<<31-1<<20)}
+	}
+	if c.Docker.Image == "" {
+		return &Error{Key: "docker.image", Msg: "must name an image (see paddock image build)"}
+	}
+	if c.Docker.Runtime != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`).MatchString(c.Docker.Runtime) {
+		return &Error{Key: "docker.runtime", Msg: fmt.Sprintf("%q is not a runtime name", c.Docker.Runtime)}
 	}
 	return nil
 }

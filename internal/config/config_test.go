@@ -44,6 +44,7 @@ func TestBadFiles(t *testing.T) {
 		{"broken_syntax.toml", "", "to end table name"},
 		{"future_version.toml", "version", "reads version 1"},
 		{"bad_format.toml", "log.format", `"xml" is not one of`},
+		{"bad_backend.toml", "sessions.backend", `"vm" is not one of local, docker`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file)

@@ -355,12 +355,20 @@ func summarize(rec *Request) {
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Name)
 	}
+	// The last message answers a tool when it carries a tool_result and
+	// no new words of the user (Claude Code may merge both into one
+	// message, e.g. after --resume).
 	if n := len(req.Messages); n > 0 {
+		result, words := false, false
 		for _, b := range blocks(req.Messages[n-1].Content) {
-			if b.Type == "tool_result" {
-				rec.LastToolResult = true
+			switch {
+			case b.Type == "tool_result":
+				result = true
+			case b.Type == "text" && !isReminder(b.Text):
+				words = true
 			}
 		}
+		rec.LastToolResult = result && !words
 	}
 }
 
@@ -400,6 +408,10 @@ func wantsTool(req *msgRequest, rec *Request) (string, bool) {
 	return "", false
 }
 
+func isReminder(text string) bool {
+	return strings.HasPrefix(strings.TrimSpace(text), "<system-reminder>")
+}
+
 func answerText(req *msgRequest, rec *Request) string {
 	if rec.LastToolResult {
 		return "The tool ran. Done."
@@ -410,7 +422,7 @@ func answerText(req *msgRequest, rec *Request) string {
 			continue
 		}
 		for _, b := range blocks(m.Content) {
-			if b.Type == "text" && !strings.HasPrefix(strings.TrimSpace(b.Text), "<system-reminder>") {
+			if b.Type == "text" && !isReminder(b.Text) {
 				turns++
 				break
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/paddockhq/paddock/internal/store"
@@ -39,6 +40,9 @@ type Options struct {
 	// `paddock serve`).
 	Env []string
 	Log *slog.Logger
+	// Backends, if set, replaces the backends the Runner would make from
+	// its configuration (tests).
+	Backends map[string]sandbox.Backend
 }
 
 // Runner is one running `paddock serve`.
@@ -59,6 +63,14 @@ type Runner struct {
 	proxyAt  string
 	boxConns *chanListener // connections forwarded from boxes' channels
 
+	sess sessionsState
+	// adopted is closed when the start-up reconciliation is done; session
+	// operations wait for it, so none races a re-adoption.
+	adopted chan struct{}
+
+	bmu      sync.Mutex
+	backends map[string]sandbox.Backend
+
 	closeOnce sync.Once
 }
 
@@ -68,7 +80,13 @@ func New(opts Options) (_ *Runner, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener()}
+	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
+		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},
+		adopted:  make(chan struct{}),
+		backends: map[string]sandbox.Backend{}}
+	for k, v := range opts.Backends {
+		r.backends[k] = v
+	}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -205,6 +223,11 @@ func (r *Runner) Serve(ctx context.Context) error {
 	if r.proxyLn != nil {
 		go func() { errc <- proxySrv.Serve(r.proxyLn) }()
 	}
+	// Re-adopt what still runs; the servers above already answer boxes.
+	go func() {
+		defer close(r.adopted)
+		r.reconcile(ctx)
+	}()
 	c, _ := r.cred.Current()
 	r.log.Info("paddock runner started", logkey.Version, version.String(), logkey.StateDir, r.opts.StateDir,
 		logkey.Socket, r.apiLn.Addr().String(), logkey.Listen, r.proxyAt, logkey.Upstream, r.upstream,
@@ -220,6 +243,14 @@ func (r *Runner) Serve(ctx context.Context) error {
 	_ = proxySrv.Shutdown(sctx)
 	_ = boxSrv.Shutdown(sctx)
 	r.proxy.Drain()
+	// Boxes keep running; only this Runner's channels to them end.
+	r.sess.mu.Lock()
+	for _, lv := range r.sess.live {
+		if lv.link != nil {
+			lv.link.Close()
+		}
+	}
+	r.sess.mu.Unlock()
 	r.log.Info("paddock runner stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -267,6 +298,10 @@ func (r *Runner) CredentialStatus(context.Context) (credential.Status, error) {
 func (r *Runner) Logs(_ context.Context, session string, n int) ([]decisionlog.Entry, error) {
 	if session == "" {
 		return nil, fmt.Errorf("no session named: %w", errdefs.ErrInvalid)
+	}
+	// A name or id prefix of a known session, else taken as an id.
+	if s, err := r.Session(context.Background(), session); err == nil {
+		session = s.ID
 	}
 	return r.decisions.Read(session, n)
 }

@@ -651,6 +651,9 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
 		if uid <= b.cfg.UIDBase || uid >= b.cfg.UIDBase+65536 {
 			continue
 		}
+		if _, ok := startTime(pid); !ok {
+			continue // a zombie: already dead, its parent (or init) reaps it
+		}
 		out = append(out, sandbox.Object{Kind: sandbox.KindProcess, ID: strconv.Itoa(pid), Session: uidSession[uid],
 			Labels: map[string]string{sandbox.LabelManaged: "1", "uid": strconv.Itoa(uid)}})
 	}

@@ -1,0 +1,391 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
+)
+
+// CreateRequest asks for a new session.
+type CreateRequest struct {
+	Name           string `json:"name,omitempty"`
+	Backend        string `json:"backend,omitempty"`
+	Egress         string `json:"egress,omitempty"`
+	Workspace      string `json:"workspace,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
+	CredentialMode string `json:"credential_mode,omitempty"`
+	// NoStart creates the box without starting claude.
+	NoStart bool `json:"no_start,omitempty"`
+}
+
+// SetRequest changes a session's model or effort; nil leaves it.
+type SetRequest struct {
+	Model  *string `json:"model,omitempty"`
+	Effort *string `json:"effort,omitempty"`
+}
+
+// PruneResult lists what prune removed.
+type PruneResult struct {
+	Removed []sandbox.Object `json:"removed"`
+}
+
+// ExecRequest runs a process in a session's box, or attaches to claude.
+type ExecRequest struct {
+	Argv   []string `json:"argv,omitempty"`
+	Attach bool     `json:"attach,omitempty"` // the tmux session of claude (Argv ignored)
+	TTY    bool     `json:"tty,omitempty"`
+	Rows   uint16   `json:"rows,omitempty"`
+	Cols   uint16   `json:"cols,omitempty"`
+}
+
+// Sessions is the part of the Backend that manages sessions.
+type Sessions interface {
+	CreateSession(ctx context.Context, req CreateRequest) (session.Session, error)
+	Sessions(ctx context.Context) ([]session.Session, error)
+	Session(ctx context.Context, ref string) (session.Session, error)
+	Sleep(ctx context.Context, ref string) (session.Session, error)
+	Wake(ctx context.Context, ref string) (session.Session, error)
+	RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error)
+	Set(ctx context.Context, ref string, req SetRequest) (session.Session, error)
+	Prune(ctx context.Context, volumes bool) (PruneResult, error)
+	// StartExec starts a process whose output goes to stdout/stderr.
+	StartExec(ctx context.Context, ref string, req ExecRequest, stdout, stderr io.Writer) (*channel.Process, error)
+}
+
+// UpgradeExec is the protocol an exec request upgrades to: channel frames
+// both ways (stdin, resize, signal in; stdout, stderr, exit out).
+const UpgradeExec = "paddock-exec/1"
+
+func sessionRoutes(mux *http.ServeMux, b Backend) {
+	one := func(pattern string, f func(r *http.Request) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			v, err := f(r)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, 200, v)
+		})
+	}
+	one("POST /v1/sessions", func(r *http.Request) (any, error) {
+		var req CreateRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return b.CreateSession(r.Context(), req)
+	})
+	one("GET /v1/sessions", func(r *http.Request) (any, error) {
+		all, err := b.Sessions(r.Context())
+		if all == nil {
+			all = []session.Session{}
+		}
+		return all, err
+	})
+	one("GET /v1/sessions/{ref}", func(r *http.Request) (any, error) { return b.Session(r.Context(), r.PathValue("ref")) })
+	one("POST /v1/sessions/{ref}/sleep", func(r *http.Request) (any, error) { return b.Sleep(r.Context(), r.PathValue("ref")) })
+	one("POST /v1/sessions/{ref}/wake", func(r *http.Request) (any, error) { return b.Wake(r.Context(), r.PathValue("ref")) })
+	one("DELETE /v1/sessions/{ref}", func(r *http.Request) (any, error) {
+		return b.RemoveSession(r.Context(), r.PathValue("ref"), r.URL.Query().Get("keep_volume") == "1")
+	})
+	one("POST /v1/sessions/{ref}/set", func(r *http.Request) (any, error) {
+		var req SetRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return b.Set(r.Context(), r.PathValue("ref"), req)
+	})
+	one("POST /v1/prune", func(r *http.Request) (any, error) { return b.Prune(r.Context(), r.URL.Query().Get("volumes") == "1") })
+	mux.HandleFunc("POST /v1/sessions/{ref}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, b) })
+}
+
+// decode reads a JSON body strictly.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %v: %w", err, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// frameOut writes frames to a hijacked connection once it is open.
+type frameOut struct {
+	mu    sync.Mutex
+	w     io.Writer
+	typ   byte
+	ready chan struct{}
+}
+
+func (f *frameOut) Write(p []byte) (int, error) {
+	<-f.ready
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for off := 0; off < len(p); off += 32 << 10 {
+		if err := channel.WriteFrame(f.w, f.typ, p[off:min(off+32<<10, len(p))]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func serveExec(w http.ResponseWriter, r *http.Request, b Backend) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), UpgradeExec) {
+		writeErr(w, fmt.Errorf("exec needs Upgrade: %s: %w", UpgradeExec, errdefs.ErrInvalid))
+		return
+	}
+	var req ExecRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	ready := make(chan struct{})
+	var wmu sync.Mutex
+	var conn net.Conn
+	out := &frameOut{typ: channel.FrameStdout, ready: ready, mu: sync.Mutex{}}
+	errw := &frameOut{typ: channel.FrameStderr, ready: ready}
+	// Both writers share one lock on the connection.
+	lw := &lockedWriter{mu: &wmu}
+	out.w, errw.w = lw, lw
+	p, err := b.StartExec(r.Context(), r.PathValue("ref"), req, out, errw)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer p.Close()
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	conn = c
+	defer conn.Close()
+	lw.w = conn
+	_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n\r\n")
+	close(ready)
+	go func() {
+		var buf []byte
+		for {
+			typ, payload, nb, err := channel.ReadFrame(brw.Reader, buf)
+			buf = nb
+			if err != nil {
+				p.Close() // the caller is gone: so is the process's stream
+				return
+			}
+			switch typ {
+			case channel.FrameStdin:
+				_, _ = p.Write(payload)
+			case channel.FrameStdinEOF:
+				_ = p.CloseStdin()
+			case channel.FrameResize:
+				if rows, cols, ok := channel.ParseResize(payload); ok {
+					_ = p.Resize(rows, cols)
+				}
+			case channel.FrameSignal:
+				if len(payload) == 1 {
+					_ = p.Signal(sysSignal(payload[0]))
+				}
+			}
+		}
+	}()
+	code, err := p.Wait()
+	if err != nil {
+		code = 255
+	}
+	wmu.Lock()
+	_ = channel.WriteFrame(conn, channel.FrameExit, channel.ExitPayload(code))
+	wmu.Unlock()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Session calls.
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://paddock"+path, rd)
+	if err != nil {
+		return err
+	}
+	return c.roundTrip(req, out)
+}
+
+// CreateSession calls POST /v1/sessions.
+func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions", req, &s)
+}
+
+// Sessions calls GET /v1/sessions.
+func (c *Client) Sessions(ctx context.Context) ([]session.Session, error) {
+	var s []session.Session
+	return s, c.do(ctx, "GET", "/v1/sessions", nil, &s)
+}
+
+// Session calls GET /v1/sessions/{ref}.
+func (c *Client) Session(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(ref), nil, &s)
+}
+
+// Sleep calls POST /v1/sessions/{ref}/sleep.
+func (c *Client) Sleep(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/sleep", nil, &s)
+}
+
+// Wake calls POST /v1/sessions/{ref}/wake.
+func (c *Client) Wake(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/wake", nil, &s)
+}
+
+// RemoveSession calls DELETE /v1/sessions/{ref}.
+func (c *Client) RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error) {
+	var s session.Session
+	q := ""
+	if keepVolume {
+		q = "?keep_volume=1"
+	}
+	return s, c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(ref)+q, nil, &s)
+}
+
+// Set calls POST /v1/sessions/{ref}/set.
+func (c *Client) Set(ctx context.Context, ref string, req SetRequest) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/set", req, &s)
+}
+
+// Prune calls POST /v1/prune.
+func (c *Client) Prune(ctx context.Context, volumes bool) (PruneResult, error) {
+	var p PruneResult
+	q := ""
+	if volumes {
+		q = "?volumes=1"
+	}
+	return p, c.do(ctx, "POST", "/v1/prune"+q, nil, &p)
+}
+
+// ExecStream is an exec over the API: write stdin with Write, send frames
+// with Resize/Signal/CloseStdin, read output with Copy.
+type ExecStream struct {
+	conn net.Conn
+	br   *bufio.Reader
+	wmu  sync.Mutex
+}
+
+// Exec opens an exec (or attach) stream.
+func (c *Client) Exec(ctx context.Context, ref string, req ExecRequest) (*ExecStream, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("%w (no answer on %s); start it with `paddock serve`: %w", ErrNoRunner, c.Socket, errdefs.ErrUnavailable)
+	}
+	body, _ := json.Marshal(req)
+	hr, _ := http.NewRequest("POST", "http://paddock/v1/sessions/"+url.PathEscape(ref)+"/exec", bytes.NewReader(body))
+	hr.Header.Set("Connection", "Upgrade")
+	hr.Header.Set("Upgrade", UpgradeExec)
+	hr.Header.Set("Content-Type", "application/json")
+	if err := hr.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, hr)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		return nil, responseError(resp)
+	}
+	return &ExecStream{conn: conn, br: br}, nil
+}
+
+func (e *ExecStream) send(typ byte, p []byte) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	return channel.WriteFrame(e.conn, typ, p)
+}
+
+// Write sends stdin.
+func (e *ExecStream) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += 32 << 10 {
+		if err := e.send(channel.FrameStdin, p[off:min(off+32<<10, len(p))]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// CloseStdin closes the process's stdin.
+func (e *ExecStream) CloseStdin() error { return e.send(channel.FrameStdinEOF, nil) }
+
+// Resize changes the terminal size.
+func (e *ExecStream) Resize(rows, cols uint16) error {
+	return e.send(channel.FrameResize, channel.ResizePayload(rows, cols))
+}
+
+// Signal sends a signal.
+func (e *ExecStream) Signal(sig byte) error { return e.send(channel.FrameSignal, []byte{sig}) }
+
+// Copy writes output until the process ends and returns its exit code.
+func (e *ExecStream) Copy(stdout, stderr io.Writer) (int, error) {
+	var buf []byte
+	for {
+		typ, payload, nb, err := channel.ReadFrame(e.br, buf)
+		buf = nb
+		if err != nil {
+			return -1, fmt.Errorf("exec stream ended before the exit code: %w", err)
+		}
+		switch typ {
+		case channel.FrameStdout:
+			if _, err := stdout.Write(payload); err != nil {
+				return -1, err
+			}
+		case channel.FrameStderr:
+			if _, err := stderr.Write(payload); err != nil {
+				return -1, err
+			}
+		case channel.FrameExit:
+			code, ok := channel.ParseExit(payload)
+			if !ok {
+				return -1, errors.New("bad exit frame")
+			}
+			return code, nil
+		}
+	}
+}
+
+// Close ends the stream (and the process, if it still runs).
+func (e *ExecStream) Close() error { return e.conn.Close() }

@@ -1,0 +1,152 @@
+package claudecode
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Paths in the box (under the box user's home, on the session volume).
+const (
+	// ConfigDir is CLAUDE_CONFIG_DIR: .claude.json, settings.json,
+	// projects/<cwd>/<session>.jsonl (the transcripts) live here.
+	ConfigDirName = ".claude"
+	// TmpDirName is CLAUDE_CODE_TMPDIR (scratchpads, the messaging socket).
+	TmpDirName = ".cache/claude-tmp"
+)
+
+// ApprovalSuffix is what Claude Code keeps of an approved API key: the
+// last 20 characters after trimming.
+func ApprovalSuffix(key string) string {
+	k := strings.TrimSpace(key)
+	if len(k) > 20 {
+		return k[len(k)-20:]
+	}
+	return k
+}
+
+// SeedClaudeJSON returns .claude.json with what takes Claude Code straight
+// to its prompt: onboarding done, the workspace trusted and, for an API key
+// credential, that key approved (by its last 20 characters). Everything
+// else already in the file (Claude Code writes much there) is kept.
+// approvedKey is "" for other credential kinds.
+func SeedClaudeJSON(existing []byte, workspace, approvedKey string) ([]byte, error) {
+	doc := map[string]any{}
+	if len(strings.TrimSpace(string(existing))) > 0 {
+		if err := json.Unmarshal(existing, &doc); err != nil {
+			return nil, fmt.Errorf("existing .claude.json is not JSON: %w", err)
+		}
+	}
+	doc["hasCompletedOnboarding"] = true
+	projects, _ := doc["projects"].(map[string]any)
+	if projects == nil {
+		projects = map[string]any{}
+	}
+	p, _ := projects[workspace].(map[string]any)
+	if p == nil {
+		p = map[string]any{}
+	}
+	p["hasTrustDialogAccepted"] = true
+	projects[workspace] = p
+	doc["projects"] = projects
+	if approvedKey != "" {
+		// Only the current key: an earlier session token is revoked anyway.
+		doc["customApiKeyResponses"] = map[string]any{"approved": []string{ApprovalSuffix(approvedKey)}, "rejected": []string{}}
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// SeedSettings returns settings.json with the bypass-permissions warning
+// already accepted, keeping everything else.
+func SeedSettings(existing []byte) ([]byte, error) {
+	doc := map[string]any{}
+	if len(strings.TrimSpace(string(existing))) > 0 {
+		if err := json.Unmarshal(existing, &doc); err != nil {
+			return nil, fmt.Errorf("existing settings.json is not JSON: %w", err)
+		}
+	}
+	doc["skipDangerousModePermissionPrompt"] = true
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// LaunchOptions describe one start of claude in a box.
+type LaunchOptions struct {
+	Home string // the box user's home
+	// BaseURL is ANTHROPIC_BASE_URL ("" for direct mode: the real API).
+	BaseURL string
+	// CredentialVar and Credential: the variable Claude Code reads (the
+	// kind's) and its value: a session token, or in direct mode the
+	// owner's setup token. Passed in the environment only.
+	CredentialVar, Credential string
+	// Root: the box user is root, so --dangerously-skip-permissions needs IS_SANDBOX=1.
+	Root bool
+	// Extra variables (the plan of a setup token, …), "K=V".
+	Extra []string
+	// Claude's own flags.
+	SessionID     string
+	Resume        bool
+	Model, Effort string
+}
+
+// Env is the whole environment claude runs with. Quiet traffic always:
+// no updater, no nonessential traffic, no marketplace auto-install.
+func Env(o LaunchOptions) []string {
+	env := []string{
+		"HOME=" + o.Home,
+		"USER=paddock",
+		"PATH=/opt/claude/bin:/opt/paddock/bin:/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8",
+		"TERM=xterm-256color",
+		"CLAUDE_CONFIG_DIR=" + path.Join(o.Home, ConfigDirName),
+		"CLAUDE_CODE_TMPDIR=" + path.Join(o.Home, TmpDirName),
+		"DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
+	}
+	if o.BaseURL != "" {
+		env = append(env, "ANTHROPIC_BASE_URL="+o.BaseURL)
+	}
+	if o.CredentialVar != "" {
+		env = append(env, o.CredentialVar+"="+o.Credential)
+	}
+	if o.Root {
+		env = append(env, "IS_SANDBOX=1")
+	}
+	env = append(env, o.Extra...)
+	sort.Strings(env)
+	return env
+}
+
+// Args is claude's command line: a first start pins the conversation id,
+// later starts resume it.
+func Args(o LaunchOptions) []string {
+	a := []string{"claude", "--dangerously-skip-permissions"}
+	if o.Resume {
+		a = append(a, "--resume", o.SessionID)
+	} else {
+		a = append(a, "--session-id", o.SessionID)
+	}
+	if o.Model != "" {
+		a = append(a, "--model", o.Model)
+	}
+	if o.Effort != "" {
+		a = append(a, "--effort", o.Effort)
+	}
+	return a
+}
+
+// TranscriptPath is where Claude Code keeps a conversation: the project
+// directory is the cwd with every non-alphanumeric character replaced by '-'.
+func TranscriptPath(home, cwd, sessionID string) string {
+	var b strings.Builder
+	for _, r := range cwd {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return path.Join(home, ConfigDirName, "projects", b.String(), sessionID+".jsonl")
+}

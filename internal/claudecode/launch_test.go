@@ -1,0 +1,77 @@
+package claudecode
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSeedClaudeJSONKeepsAndSets(t *testing.T) {
+	existing := []byte(`{"numStartups": 3, "projects": {"/workspace": {"allowedTools": ["x"]}, "/other": {"a": 1}}, "customApiKeyResponses": {"approved": ["old"]}}`)
+	out, err := SeedClaudeJSON(existing, "/workspace", "pdk_st_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	json.Unmarshal(out, &d)
+	p := d["projects"].(map[string]any)["/workspace"].(map[string]any)
+	if d["hasCompletedOnboarding"] != true || p["hasTrustDialogAccepted"] != true || p["allowedTools"] == nil || d["numStartups"].(float64) != 3 {
+		t.Fatalf("%s", out)
+	}
+	ap := d["customApiKeyResponses"].(map[string]any)["approved"].([]any)
+	if len(ap) != 1 || ap[0] != "opqrstuvwxyzABCDEFG"[len("opqrstuvwxyzABCDEFG")-19:] && ap[0] != ApprovalSuffix("pdk_st_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG") {
+		t.Fatalf("approval %v", ap)
+	}
+	if len(ApprovalSuffix("pdk_st_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG")) != 20 {
+		t.Fatal("suffix length")
+	}
+	// OAuth: no approval written.
+	out, _ = SeedClaudeJSON(nil, "/workspace", "")
+	if strings.Contains(string(out), "customApiKeyResponses") {
+		t.Fatalf("%s", out)
+	}
+	if _, err := SeedClaudeJSON([]byte("{broken"), "/workspace", ""); err == nil {
+		t.Fatal("broken JSON accepted")
+	}
+}
+
+func TestSeedSettings(t *testing.T) {
+	out, err := SeedSettings([]byte(`{"env": {"A": "1"}}`))
+	if err != nil || !strings.Contains(string(out), `"skipDangerousModePermissionPrompt": true`) || !strings.Contains(string(out), `"A": "1"`) {
+		t.Fatalf("%s %v", out, err)
+	}
+}
+
+func TestEnvAndArgs(t *testing.T) {
+	o := LaunchOptions{Home: "/home/paddock", BaseURL: "http://127.0.0.1:4141", CredentialVar: "CLAUDE_CODE_OAUTH_TOKEN", Credential: "tok",
+		SessionID: "u-1", Model: "opus", Effort: "high"}
+	env := Env(o)
+	for _, want := range []string{"CLAUDE_CONFIG_DIR=/home/paddock/.claude", "CLAUDE_CODE_TMPDIR=/home/paddock/.cache/claude-tmp",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
+		"ANTHROPIC_BASE_URL=http://127.0.0.1:4141", "CLAUDE_CODE_OAUTH_TOKEN=tok"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("env lacks %s", want)
+		}
+	}
+	if slices.Contains(env, "IS_SANDBOX=1") {
+		t.Error("IS_SANDBOX for a non-root box user")
+	}
+	o.Root = true
+	if !slices.Contains(Env(o), "IS_SANDBOX=1") {
+		t.Error("no IS_SANDBOX for root")
+	}
+	if got := strings.Join(Args(o), " "); got != "claude --dangerously-skip-permissions --session-id u-1 --model opus --effort high" {
+		t.Error(got)
+	}
+	o.Resume, o.Model, o.Effort = true, "", ""
+	if got := strings.Join(Args(o), " "); got != "claude --dangerously-skip-permissions --resume u-1" {
+		t.Error(got)
+	}
+}
+
+func TestTranscriptPath(t *testing.T) {
+	if p := TranscriptPath("/h", "/srv/probe/work", "f8"); p != "/h/.claude/projects/-srv-probe-work/f8.jsonl" {
+		t.Fatal(p)
+	}
+}

@@ -1,0 +1,414 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/session"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// exitError carries a command's exit code through Main.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func (g *globals) client(o IO) (*api.Client, error) {
+	dir, err := g.resolveStateDir(o)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(dirSocket(dir)), nil
+}
+
+func runCmd(g *globals, o IO) *cobra.Command {
+	var req api.CreateRequest
+	var detach bool
+	cmd := &cobra.Command{
+		Use:   "run [flags]",
+		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q)",
+		Long: `Create a session: a box (local bubblewrap or docker) with its own home volume, Claude Code
+started in tmux with every permission bypassed, and a per-session token in place of your
+credential. Without -d, attach to its terminal; detach with ctrl-p ctrl-q, the session keeps
+running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			if req.Workspace != "" {
+				if abs, err := absDir(req.Workspace); err != nil {
+					return usageError{fmt.Errorf("--workspace: %w", err)}
+				} else {
+					req.Workspace = abs
+				}
+			}
+			s, err := c.CreateSession(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if detach {
+				fmt.Fprintln(o.Stdout, s.ID)
+				fmt.Fprintf(o.Stderr, "session %s (%s) runs; attach with: paddock attach %s\n", s.Name, s.ID[:8], s.Name)
+				return nil
+			}
+			return attach(cmd, c, o, s.Name)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Name, "name", "", "session name (default: a random one like calm-otter)")
+	f.StringVar(&req.Backend, "backend", "", "local or docker (default from config: sessions.backend)")
+	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline")
+	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace (default: on the session volume)")
+	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")
+	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
+	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
+	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
+	return cmd
+}
+
+func absDir(p string) (string, error) {
+	abs, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = abs + "/" + p
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory: %w", p, errdefs.ErrInvalid)
+	}
+	return p, nil
+}
+
+func lsCmd(g *globals, o IO) *cobra.Command {
+	var asJSON, all bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"ps", "list"},
+		Short:   "List sessions",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			ss, err := c.Sessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var shown []session.Session
+			for _, s := range ss {
+				if all || s.Live() {
+					shown = append(shown, s)
+				}
+			}
+			if asJSON {
+				if shown == nil {
+					shown = []session.Session{}
+				}
+				enc := json.NewEncoder(o.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(shown)
+			}
+			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tID\tSTATE\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			for _, s := range shown {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], s.Observed, s.Backend, s.CredentialMode,
+					s.Egress, dash(s.Model), ago(s.Created), s.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "include removed sessions")
+	return cmd
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+// simple builds sleep, wake and similar one-call commands.
+func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error), done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " NAME...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, ref := range args {
+				s, err := call(c, cmd, ref)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(o.Stdout, "%s %s\n", s.Name, done)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func sleepCmd(g *globals, o IO) *cobra.Command {
+	return simple(g, o, "sleep", "Stop a session's box; its token is revoked, the volume keeps the conversation",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			return c.Sleep(cmd.Context(), ref)
+		}, "is asleep")
+}
+
+func wakeCmd(g *globals, o IO) *cobra.Command {
+	return simple(g, o, "wake", "Start a sleeping session again: a new token, claude --resume",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			return c.Wake(cmd.Context(), ref)
+		}, "is running")
+}
+
+func rmCmd(g *globals, o IO) *cobra.Command {
+	var keep bool
+	cmd := simple(g, o, "rm", "Remove a session: its box and (unless --keep-volume) its volume",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			return c.RemoveSession(cmd.Context(), ref, keep)
+		}, "is removed")
+	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
+	return cmd
+}
+
+func pruneCmd(g *globals, o IO) *cobra.Command {
+	var volumes bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove every labelled box, volume and process that no session owns",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			res, err := c.Prune(cmd.Context(), volumes)
+			for _, ob := range res.Removed {
+				fmt.Fprintf(o.Stdout, "removed %s %s (session %s)\n", ob.Kind, ob.ID, ob.Session)
+			}
+			if err == nil && len(res.Removed) == 0 {
+				fmt.Fprintln(o.Stdout, "nothing to prune")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&volumes, "volumes", false, "also remove volumes that removed sessions kept")
+	return cmd
+}
+
+func setCmd(g *globals, o IO) *cobra.Command {
+	var model, effort string
+	cmd := &cobra.Command{
+		Use:   "set NAME [--model M] [--effort E]",
+		Short: "Change a session's model or effort (claude restarts with --resume)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var req api.SetRequest
+			if cmd.Flags().Changed("model") {
+				req.Model = &model
+			}
+			if cmd.Flags().Changed("effort") {
+				req.Effort = &effort
+			}
+			if req.Model == nil && req.Effort == nil {
+				return usageError{errors.New("nothing to set: give --model or --effort")}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			s, err := c.Set(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, "%s: model %s, effort %s\n", s.Name, dash(s.Model), dash(s.Effort))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&model, "model", "", "model")
+	cmd.Flags().StringVar(&effort, "effort", "", "effort: "+strings.Join(session.Efforts, ", "))
+	return cmd
+}
+
+func attachCmd(g *globals, o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "attach NAME",
+		Short: "Attach to a session's Claude Code terminal (detach: ctrl-p ctrl-q)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			return attach(cmd, c, o, args[0])
+		},
+	}
+}
+
+func execCmd(g *globals, o IO) *cobra.Command {
+	var interactive, tty bool
+	cmd := &cobra.Command{
+		Use:   "exec [-it] NAME -- CMD [ARG...]",
+		Short: "Run a command in a session's box with Claude Code's environment; its exit code is paddock's",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash != 1 {
+				return usageError{errors.New("write the command after --: paddock exec NAME -- CMD")}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive, false)
+		},
+	}
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run on a terminal")
+	return cmd
+}
+
+func attach(cmd *cobra.Command, c *api.Client, o IO, ref string) error {
+	err := execStream(cmd, c, o, ref, api.ExecRequest{Attach: true, TTY: true}, true, true)
+	var ee exitError
+	if errors.As(err, &ee) {
+		return nil // tmux ended the attach (claude exited): not an error of attach
+	}
+	return err
+}
+
+// detachSeq is ctrl-p ctrl-q, as with docker attach.
+var detachSeq = []byte{0x10, 0x11}
+
+// execStream runs an exec over the API and wires the terminal.
+func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.ExecRequest, interactive, detachable bool) error {
+	in, isFile := o.Stdin.(*os.File)
+	termIn := isFile && term.IsTerminal(int(in.Fd()))
+	if req.TTY && termIn {
+		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+			req.Cols, req.Rows = uint16(w), uint16(h)
+		}
+	}
+	es, err := c.Exec(cmd.Context(), ref, req)
+	if err != nil {
+		return err
+	}
+	defer es.Close()
+	if req.TTY && termIn {
+		old, err := term.MakeRaw(int(in.Fd()))
+		if err == nil {
+			defer term.Restore(int(in.Fd()), old)
+		}
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			for range winch {
+				if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+					_ = es.Resize(uint16(h), uint16(w))
+				}
+			}
+		}()
+	}
+	detached := make(chan struct{})
+	if interactive {
+		go func() {
+			copyStdin(es, o.Stdin, detachable, detached)
+		}()
+	} else {
+		_ = es.CloseStdin()
+	}
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := es.Copy(o.Stdout, o.Stderr)
+		done <- result{code, err}
+	}()
+	select {
+	case <-detached:
+		es.Close()
+		fmt.Fprintf(o.Stderr, "\r\ndetached from %s; it keeps running (paddock attach %s)\r\n", ref, ref)
+		return nil
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		if r.code != 0 {
+			return exitError{r.code}
+		}
+		return nil
+	}
+}
+
+// copyStdin sends stdin to the stream, watching for the detach sequence.
+func copyStdin(es *api.ExecStream, in io.Reader, detachable bool, detached chan struct{}) {
+	buf := make([]byte, 32<<10)
+	held := false // a ctrl-p waits for the next byte
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			out := make([]byte, 0, n+1)
+			for _, b := range buf[:n] {
+				switch {
+				case !detachable:
+					out = append(out, b)
+				case held && b == detachSeq[1]:
+					if len(out) > 0 {
+						_, _ = es.Write(out)
+					}
+					close(detached)
+					return
+				case held:
+					out = append(out, detachSeq[0], b)
+					held = false
+				case b == detachSeq[0]:
+					held = true
+				default:
+					out = append(out, b)
+				}
+			}
+			if len(out) > 0 {
+				if _, err := es.Write(out); err != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			if !detachable {
+				_ = es.CloseStdin()
+			}
+			return
+		}
+	}
+}

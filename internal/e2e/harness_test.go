@@ -1,0 +1,207 @@
+// Package e2e drives paddock as a user does: a real `paddock serve`
+// process, the CLI, the real pinned Claude Code in real boxes of each
+// backend, and the fake Messages API as the only fake.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/cli"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/docker"
+	"github.com/paddockhq/paddock/internal/sandbox/local"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// ownerToken is the owner's (fake) setup token.
+const ownerToken = "sk-fake-owner-setup-token-e2e-000000000000"
+
+type env struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	fake   *fakeapi.Server
+	image  string
+	claude string
+
+	mu    sync.Mutex
+	serve *exec.Cmd
+	log   *bytes.Buffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testenv.Root(t)
+	testenv.LookPath(t, "bwrap")
+	testenv.LookPath(t, "tmux")
+	e := &env{t: t, bin: testenv.PaddockBinary(t), claude: testenv.Claude(t), fake: fakeapi.New(ownerToken)}
+	cli := imagetest.Docker(t)
+	e.image = imagetest.BoxImage(t, cli)
+	cli.Close()
+	up := httptest.NewServer(e.fake)
+	t.Cleanup(up.Close)
+	e.dir = filepath.Join(testenv.TraversableTempDir(t), "state")
+	if err := os.MkdirAll(e.dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n",
+		up.URL, e.claude, e.image)
+	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	t.Cleanup(func() {
+		e.pd("prune", "--volumes")
+		e.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("runner log:\n%s", e.log.String())
+		}
+	})
+	return e
+}
+
+// start runs `paddock serve` as its own process and waits for its socket.
+func (e *env) start() {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cmd := exec.Command(e.bin, "--state-dir", e.dir, "serve")
+	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "CLAUDE_CODE_OAUTH_TOKEN=" + ownerToken}
+	e.log = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = e.log, e.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.serve = cmd
+	for i := 0; i < 200; i++ {
+		if out, code := e.pdCode("credential", "status"); code == 0 && !strings.Contains(out, "not running") {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.t.Fatalf("serve did not come up:\n%s", e.log.String())
+}
+
+// stop ends serve with sig (SIGKILL: the kill -9 of a crash).
+func (e *env) stop(sig syscall.Signal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.serve == nil {
+		return
+	}
+	_ = e.serve.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = e.serve.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = e.serve.Process.Kill()
+	}
+	e.serve = nil
+}
+
+// pdRun runs the CLI in-process.
+func (e *env) pdRun(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code = cli.Main(ctx, append([]string{"--state-dir", e.dir}, args...), cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Env: []string{"PATH=/usr/bin:/bin"}})
+	return out.String(), errb.String(), code
+}
+
+// pdCode runs the CLI and returns stdout and stderr together, and the code.
+func (e *env) pdCode(args ...string) (string, int) {
+	out, errs, code := e.pdRun(args...)
+	return out + errs, code
+}
+
+// pd runs the CLI, fails the test unless it succeeds, and returns stdout.
+func (e *env) pd(args ...string) string {
+	e.t.Helper()
+	out, errs, code := e.pdRun(args...)
+	if code != 0 {
+		e.t.Fatalf("paddock %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// screen is what claude's terminal shows now.
+func (e *env) screen(name string) string {
+	out, errs, code := e.pdRun("exec", name, "--", "tmux", "-L", "paddock", "capture-pane", "-p", "-t", "claude")
+	if code != 0 {
+		return fmt.Sprintf("(capture failed: exit %d: %s)", code, errs)
+	}
+	return out
+}
+
+// waitScreen waits until the screen shows want.
+func (e *env) waitScreen(name, want string, d time.Duration) string {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	var s string
+	for time.Now().Before(deadline) {
+		if s = e.screen(name); strings.Contains(s, want) {
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("screen of %s never showed %q:\n%s", name, want, s)
+	return ""
+}
+
+// typeLine types a line into claude's prompt.
+func (e *env) typeLine(name, line string) {
+	e.t.Helper()
+	e.pd("exec", name, "--", "tmux", "-L", "paddock", "send-keys", "-t", "claude", "-l", line)
+	e.pd("exec", name, "--", "tmux", "-L", "paddock", "send-keys", "-t", "claude", "Enter")
+}
+
+// promptReady is what claude draws once it waits for input.
+const promptReady = "bypass permissions on"
+
+// backends opens each backend on the Runner's state, to look at objects.
+func (e *env) backends() map[string]sandbox.Backend {
+	e.t.Helper()
+	lb, err := local.New(local.Config{Root: filepath.Join(e.dir, "local"), GuestBinary: e.bin})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db, err := docker.New(context.Background(), docker.Config{Image: e.image, Dir: filepath.Join(e.dir, "docker")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { db.Close() })
+	return map[string]sandbox.Backend{"local": lb, "docker": db}
+}
+
+// objectsOf lists every labelled object of a session on every backend.
+func (e *env) objectsOf(id string) []sandbox.Object {
+	e.t.Helper()
+	var out []sandbox.Object
+	for _, be := range e.backends() {
+		objs, err := be.List(context.Background())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.Session == id {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proxyStatus sends one request with token to the Runner's host proxy socket.
+func proxyStatus(t *testing.T, dir, token string) int {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return net.Dial("unix", dir+"/proxy.sock")
+	}}}
+	req, _ := http.NewRequest("POST", "http://localhost/v1/messages?beta=true", strings.NewReader(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestSessionLifecycle is the main job on each backend: run -d, a prompt
+// typed into the terminal, the answer on screen, a tool turn writing into
+// /workspace, sleep (the old token is refused at once), wake (claude
+// --resume redraws the history and the next request carries it), rm.
+func TestSessionLifecycle(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			name := "life-" + backend
+			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
+			if len(id) != 12 {
+				t.Fatalf("run -d printed %q", id)
+			}
+			e.waitScreen(name, promptReady, 30*time.Second)
+			e.typeLine(name, "say hi")
+			e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+			e.typeLine(name, "TOOLTEST: echo hello > /workspace/proof.txt")
+			e.waitScreen(name, "The tool ran. Done.", 30*time.Second)
+			if out := e.pd("exec", name, "--", "cat", "/workspace/proof.txt"); out != "hello\n" {
+				t.Fatalf("proof: %q", out)
+			}
+			// exec runs with claude's environment and passes the exit code.
+			tok1 := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
+			if !strings.HasPrefix(tok1, "pdk_st_") {
+				t.Fatalf("box credential %q is not a session token", tok1)
+			}
+			if _, code := e.pdCode("exec", name, "--", "sh", "-c", "exit 42"); code != 42 {
+				t.Fatalf("exit code %d", code)
+			}
+			if st := proxyStatus(t, e.dir, tok1); st != 200 {
+				t.Fatalf("live token: %d", st)
+			}
+
+			e.pd("sleep", name)
+			before := len(e.fake.Requests())
+			if st := proxyStatus(t, e.dir, tok1); st != 401 {
+				t.Fatalf("a sleeping session's token got %d", st)
+			}
+			if len(e.fake.Requests()) != before {
+				t.Fatal("the revoked token reached the upstream")
+			}
+			if out, code := e.pdCode("attach", name); code == 0 || !strings.Contains(out, "it is asleep") {
+				t.Fatalf("attach to a sleeping session: %d %s", code, out)
+			}
+
+			e.pd("wake", name)
+			e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second) // --resume redraws the history
+			e.waitScreen(name, promptReady, 30*time.Second)
+			tok2 := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
+			if tok2 == tok1 || !strings.HasPrefix(tok2, "pdk_st_") {
+				t.Fatal("wake did not issue a new token")
+			}
+			e.typeLine(name, "and now")
+			e.waitScreen(name, "hi from the fake server (turn 3)", 30*time.Second)
+			reqs := e.fake.Requests()
+			last := reqs[len(reqs)-1]
+			if last.Messages < 5 {
+				t.Fatalf("the request after wake carries %d messages, not the history", last.Messages)
+			}
+			if out := e.pd("logs", name); !strings.Contains(out, "forwarded") {
+				t.Fatalf("logs: %s", out)
+			}
+
+			e.pd("rm", name)
+			if objs := e.objectsOf(id); len(objs) != 0 {
+				t.Fatalf("rm left %+v", objs)
+			}
+			if out, code := e.pdCode("wake", name); code == 0 || !strings.Contains(out, `cannot wake session "`+name+`": it is removed`) {
+				t.Fatalf("wake after rm: %d %s", code, out)
+			}
+		})
+	}
+}
+
+// TestRunnerKill9 kills the Runner with SIGKILL while a session streams;
+// the restarted Runner re-adopts the running box and the session goes on.
+func TestRunnerKill9(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			name := "k9-" + backend
+			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
+			e.waitScreen(name, promptReady, 30*time.Second)
+			// A slow stream: the Runner dies in the middle of it.
+			e.fake.EventDelay, e.fake.TextDeltas = 150*time.Millisecond, 30
+			n := len(e.fake.Requests())
+			e.typeLine(name, "a long answer please")
+			e.fake.WaitFor(n+1, 20*time.Second)
+			time.Sleep(300 * time.Millisecond)
+			e.stop(syscall.SIGKILL)
+			e.fake.EventDelay, e.fake.TextDeltas = 0, 2
+			e.start()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				out := e.pd("ls")
+				if strings.Contains(out, name) && strings.Contains(out, "running") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("not re-adopted: %s", out)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// Usable: exec works and a new prompt is answered.
+			if out := e.pd("exec", name, "--", "echo", "alive"); out != "alive\n" {
+				t.Fatalf("exec after restart: %q", out)
+			}
+			e.waitScreen(name, promptReady, 60*time.Second)
+			e.typeLine(name, "still there")
+			e.waitScreen(name, "hi from the fake server (turn 2)", 60*time.Second)
+			e.pd("rm", name)
+			e.pd("prune")
+			if objs := e.objectsOf(id); len(objs) != 0 {
+				t.Fatalf("rm and prune left %+v", objs)
+			}
+		})
+	}
+	// Nothing labelled is left of any session this Runner had, and the
+	// local backend (private to this state directory) holds nothing at all.
+	for name, be := range e.backends() {
+		objs, err := be.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if name == "local" || strings.Contains(e.pd("ls", "-a", "--json"), o.Session) {
+				t.Errorf("%s left %+v", name, o)
+			}
+		}
+	}
+}
+
+// TestDirectModeGates: the gates refuse with clear errors; a direct-mode
+// box has the owner's token in its environment and nowhere on disk.
+func TestDirectModeGates(t *testing.T) {
+	e := newEnv(t)
+	ws := t.TempDir()
+	out, code := e.pdCode("run", "-d", "--credential-mode", "direct", "--workspace", ws)
+	if code != 5 || !strings.Contains(out, "direct-mode box never mounts a host workspace") || !strings.Contains(out, "two") && !strings.Contains(out, "proxy-mode session for the workspace") {
+		t.Fatalf("co-mount: %d %s", code, out)
+	}
+	out, code = e.pdCode("run", "-d", "--credential-mode", "direct", "--egress", "allowlist")
+	if code != 5 || !strings.Contains(out, "needs egress offline or anthropic") {
+		t.Fatalf("egress gate: %d %s", code, out)
+	}
+	out, code = e.pdCode("run", "-d", "--credential-mode", "sideways")
+	if code != 2 || !strings.Contains(out, "not proxy or direct") {
+		t.Fatalf("bad mode: %d %s", code, out)
+	}
+	for _, backend := range []string{"local", "docker"} {
+		name := "direct-" + backend
+		e.pd("run", "-d", "--name", name, "--backend", backend, "--credential-mode", "direct")
+		if got := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN")); got != ownerToken {
+			t.Fatalf("%s: env credential %q", backend, got)
+		}
+		if out, _ := e.pdCode("exec", name, "--", "printenv", "ANTHROPIC_BASE_URL"); strings.TrimSpace(out) != "" {
+			t.Fatalf("%s: direct mode points at %q", backend, out)
+		}
+		// Nothing written to disk: the needle comes on stdin.
+		var stdout strings.Builder
+		es := e.execStdin(name, ownerToken+"\n", "sh", "-c", "grep -rlF -f /dev/stdin $HOME /workspace /tmp 2>/dev/null; echo scanned")
+		stdout.WriteString(es)
+		if strings.TrimSpace(stdout.String()) != "scanned" {
+			t.Fatalf("%s: the token is on disk: %q", backend, stdout.String())
+		}
+		e.pd("rm", name)
+	}
+}
+
+// execStdin runs paddock exec -i with stdin.
+func (e *env) execStdin(name, stdin string, argv ...string) string {
+	e.t.Helper()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := mainWithStdin(ctx, e, stdin, &out, append([]string{"exec", "-i", name, "--"}, argv...)...)
+	if code != 0 {
+		e.t.Fatalf("exec: %d %s", code, out.String())
+	}
+	return out.String()
+}
+
+// slowReader hands out its chunks one by one with a pause, like a person
+// typing; then blocks until closed.
+type slowReader struct {
+	chunks [][]byte
+	pause  time.Duration
+	done   chan struct{}
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if len(s.chunks) == 0 {
+		<-s.done
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	n := copy(p, s.chunks[0])
+	s.chunks = s.chunks[1:]
+	return n, nil
+}
+
+// TestAttachAndDetach: attach is a terminal into claude's tmux session;
+// keys go in, the screen comes out, ctrl-p ctrl-q detaches and the session
+// keeps running.
+func TestAttachAndDetach(t *testing.T) {
+	e := newEnv(t)
+	name := "att"
+	e.pd("run", "-d", "--name", name, "--backend", "local")
+	e.waitScreen(name, promptReady, 30*time.Second)
+	in := &slowReader{pause: 700 * time.Millisecond, done: make(chan struct{}),
+		chunks: [][]byte{[]byte("say hi"), []byte("\r"), {0x10}, {0x11}}}
+	defer close(in.done)
+	var out syncBuilder
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := mainWithStdin2(ctx, e, in, &out, "attach", name)
+	if code != 0 || !strings.Contains(out.String(), "detached from att") {
+		t.Fatalf("attach: %d %q", code, out.String())
+	}
+	// tmux draws spaces as cursor moves (ESC [ C).
+	if !strings.Contains(strings.ReplaceAll(out.String(), "\x1b[C", " "), "hi from the fake server") {
+		t.Fatalf("the answer was not drawn through attach: %q", out.String())
+	}
+	if got := e.pd("ls"); !strings.Contains(got, "running") {
+		t.Fatalf("detach stopped the session: %s", got)
+	}
+	e.waitScreen(name, "hi from the fake server (turn 1)", 10*time.Second)
+	e.pd("rm", name)
+}

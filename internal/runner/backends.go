@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/docker"
+	"github.com/paddockhq/paddock/internal/sandbox/local"
+)
+
+// backend returns the named backend, making it on first use from the
+// configuration. A failure is not remembered: the next call tries again
+// (dockerd may have started meanwhile).
+func (r *Runner) backend(ctx context.Context, name string) (sandbox.Backend, error) {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	if b := r.backends[name]; b != nil {
+		return b, nil
+	}
+	if r.opts.Backends != nil {
+		return nil, fmt.Errorf("backend %q is not available in this Runner: %w", name, errdefs.ErrUnavailable)
+	}
+	var b sandbox.Backend
+	var err error
+	switch name {
+	case local.Name:
+		b, err = r.newLocal(ctx)
+	case docker.Name:
+		c := r.opts.Config.Docker
+		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker")})
+	default:
+		err = fmt.Errorf("no backend %q (local or docker): %w", name, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.backends[name] = b
+	return b, nil
+}
+
+// pruneBackend is backend for listing and removing only: the local one
+// needs no Claude Code for that.
+func (r *Runner) pruneBackend(ctx context.Context, name string) (sandbox.Backend, error) {
+	if b, err := r.backend(ctx, name); err == nil || name != local.Name || r.opts.Backends != nil {
+		return b, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: self, UIDBase: r.opts.Config.Local.UIDBase})
+}
+
+func (r *Runner) newLocal(ctx context.Context) (sandbox.Backend, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	claude, err := r.claudeBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: self, ClaudeBinary: claude,
+		UIDBase: r.opts.Config.Local.UIDBase})
+}
+
+// claudeBinary finds the pinned CLI: the configured binary, or the one
+// installed under the state directory (installing it from npm if needed).
+func (r *Runner) claudeBinary(ctx context.Context) (string, error) {
+	if b := r.opts.Config.Claude.Binary; b != "" {
+		if err := claudecode.Verify(ctx, b, claudecode.PinnedVersion); err != nil {
+			return "", fmt.Errorf("claude.binary: %w", err)
+		}
+		return b, nil
+	}
+	dir := claudecode.Dir(r.opts.StateDir, claudecode.PinnedVersion)
+	r.log.Info("installing the pinned Claude Code", "version", claudecode.PinnedVersion, "dir", dir)
+	return claudecode.Install(ctx, dir, claudecode.PinnedVersion)
+}

@@ -1,0 +1,733 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
+	"github.com/paddockhq/paddock/internal/store"
+)
+
+// Tmux: one server per box on its own socket, one session named claude.
+const (
+	TmuxSocket  = "paddock"
+	TmuxSession = "claude"
+)
+
+// ErrCoMount is wrapped when a direct-mode session asks for a host
+// workspace: a box that holds the owner's real credential must not see the
+// owner's files, or the agent could hand the credential to a file the owner
+// later runs. Split the work into two boxes: a proxy-mode box on the
+// workspace, a direct-mode box without it.
+var ErrCoMount = fmt.Errorf("a direct-mode box never mounts a host workspace (the real credential and your files would share one box); use a proxy-mode session for the workspace, or a direct-mode one without --workspace: %w", errdefs.ErrForbidden)
+
+// live is what the Runner holds in memory for a running session.
+type live struct {
+	link *Link
+	env  []string // claude's environment, also used by exec and attach
+}
+
+// sessionsState is the Runner's session bookkeeping.
+type sessionsState struct {
+	mu    sync.Mutex             // guards live and locks
+	live  map[string]*live       // by session id
+	locks map[string]*sync.Mutex // one operation at a time per session
+}
+
+// waitAdopted blocks until the start-up reconciliation is done.
+func (r *Runner) waitAdopted(ctx context.Context) error {
+	select {
+	case <-r.adopted:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) sessionLock(id string) func() {
+	r.sess.mu.Lock()
+	l := r.sess.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		r.sess.locks[id] = l
+	}
+	r.sess.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (r *Runner) getLive(id string) *live {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	return r.sess.live[id]
+}
+
+func (r *Runner) setLive(id string, l *live) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	if old := r.sess.live[id]; old != nil && old != l && old.link != nil {
+		old.link.Close()
+	}
+	if l == nil {
+		delete(r.sess.live, id)
+	} else {
+		r.sess.live[id] = l
+	}
+}
+
+// Sessions lists every session record, newest first.
+func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
+	kvs, err := r.store.List(store.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]session.Session, 0, len(kvs))
+	for _, kv := range kvs {
+		var s session.Session
+		if json.Unmarshal(kv.Value, &s) == nil {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+func (r *Runner) save(s *session.Session) error {
+	s.Updated = time.Now().UTC()
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return r.store.Put(store.BucketSessions, s.ID, b)
+}
+
+// Session resolves a name or id prefix.
+func (r *Runner) Session(ctx context.Context, ref string) (session.Session, error) {
+	all, err := r.Sessions(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	return session.Resolve(all, ref)
+}
+
+func (r *Runner) limits() sandbox.Limits {
+	c := r.opts.Config.Sessions
+	return sandbox.Limits{MemoryBytes: c.MemoryMB << 20, Pids: c.Pids, CPUs: c.CPUs}
+}
+
+// CreateSession checks the request, records the session, makes its box
+// and, unless NoStart, starts claude in it.
+func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (session.Session, error) {
+	if req.Name == "" {
+		req.Name = session.NewName()
+	}
+	if err := session.ValidName(req.Name); err != nil {
+		return session.Session{}, err
+	}
+	if req.Backend == "" {
+		req.Backend = r.opts.Config.Sessions.Backend
+	}
+	if req.Egress == "" {
+		req.Egress = session.EgressOffline
+	}
+	mode := session.CredentialMode(req.CredentialMode)
+	if mode == "" {
+		mode = session.ModeProxy
+	}
+	switch mode {
+	case session.ModeProxy:
+	case session.ModeDirect:
+		if req.Egress != session.EgressOffline && req.Egress != session.EgressAnthropic {
+			return session.Session{}, fmt.Errorf("credential mode direct needs egress offline or anthropic, not %q: a box with the real credential may reach nothing else: %w", req.Egress, errdefs.ErrForbidden)
+		}
+		if req.Workspace != "" {
+			return session.Session{}, ErrCoMount
+		}
+	default:
+		return session.Session{}, fmt.Errorf("credential mode %q is not proxy or direct: %w", req.CredentialMode, errdefs.ErrInvalid)
+	}
+	if req.Egress != session.EgressOffline {
+		return session.Session{}, fmt.Errorf("egress %q is not available yet; only offline: %w", req.Egress, errdefs.ErrInvalid)
+	}
+	if err := session.ValidModel(req.Model); err != nil {
+		return session.Session{}, err
+	}
+	if err := session.ValidEffort(req.Effort); err != nil {
+		return session.Session{}, err
+	}
+	if req.Workspace != "" {
+		abs, err := filepath.Abs(req.Workspace)
+		if err != nil {
+			return session.Session{}, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return session.Session{}, fmt.Errorf("workspace %s is not a directory: %w", req.Workspace, errdefs.ErrInvalid)
+		}
+		req.Workspace = abs
+	}
+	be, err := r.backend(ctx, req.Backend)
+	if err != nil {
+		return session.Session{}, err
+	}
+	cred, err := r.cred.Current()
+	if err != nil {
+		return session.Session{}, err
+	}
+	if mode == session.ModeDirect && cred.Kind != credential.KindOAuth {
+		return session.Session{}, fmt.Errorf("credential mode direct passes a setup token (oauth) into the box; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
+	}
+	all, err := r.Sessions(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	for _, s := range all {
+		if s.Name == req.Name && s.Live() {
+			return session.Session{}, fmt.Errorf("a session named %q exists (%s); pick another --name or paddock rm it: %w", req.Name, s.ID[:8], errdefs.ErrConflict)
+		}
+	}
+	id, err := session.NewID()
+	if err != nil {
+		return session.Session{}, err
+	}
+	uuid, err := session.NewUUID()
+	if err != nil {
+		return session.Session{}, err
+	}
+	now := time.Now().UTC()
+	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
+		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, Workspace: req.Workspace,
+		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now}
+	unlock := r.sessionLock(id)
+	defer unlock()
+	if err := r.save(&s); err != nil {
+		return session.Session{}, err
+	}
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: id, Image: r.opts.Config.Docker.Image, Workspace: req.Workspace, Limits: r.limits()})
+	if err != nil {
+		r.fail(&s, "create box: "+err.Error())
+		return s, err
+	}
+	s.BoxID = bx.ID
+	if err := r.save(&s); err != nil {
+		return s, err
+	}
+	r.log.Info("session created", logkey.Session, s.ID, "name", s.Name, "backend", s.Backend, "box", bx.ID)
+	if req.NoStart {
+		s.Desired = session.Asleep
+		return s, r.save(&s)
+	}
+	if err := r.start(ctx, &s, be); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// fail records a failure with its reason.
+func (r *Runner) fail(s *session.Session, reason string) {
+	s.Observed, s.Reason = session.Failed, reason
+	_ = r.save(s)
+	r.log.Warn("session failed", logkey.Session, s.ID, logkey.Reason, reason)
+}
+
+// start starts the box (if needed), links it and starts claude: the first
+// time with --session-id, then with --resume.
+func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backend) error {
+	if _, err := be.Start(ctx, s.BoxID); err != nil {
+		r.fail(s, "start box: "+err.Error())
+		return err
+	}
+	link, err := r.Link(ctx, be, s.BoxID, s.ID)
+	if err != nil {
+		r.fail(s, "connect to box: "+err.Error())
+		return err
+	}
+	env, err := r.launch(ctx, s, link)
+	if err != nil {
+		link.Close()
+		r.fail(s, "start claude: "+err.Error())
+		return err
+	}
+	r.setLive(s.ID, &live{link: link, env: env})
+	s.Started, s.Desired, s.Observed, s.Reason = true, session.Running, session.Running, ""
+	r.log.Info("session running", logkey.Session, s.ID, "resume", s.Started)
+	return r.save(s)
+}
+
+// credentialEnv picks what claude authenticates with: a fresh session
+// token (proxy) or the owner's setup token (direct).
+func (r *Runner) credentialEnv(s *session.Session) (varName, value string, err error) {
+	cred, err := r.cred.Current()
+	if err != nil {
+		return "", "", err
+	}
+	if s.CredentialMode == session.ModeDirect {
+		if cred.Kind != credential.KindOAuth {
+			return "", "", fmt.Errorf("direct mode needs an oauth setup token; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
+		}
+		return cred.Kind.EnvVar(), cred.Secret.Reveal(), nil
+	}
+	tok, err := r.tokens.Issue(s.ID, cred.Kind)
+	if err != nil {
+		return "", "", err
+	}
+	s.CredentialKind = string(cred.Kind)
+	return cred.Kind.EnvVar(), tok.Reveal(), nil
+}
+
+// launch seeds Claude Code's config and (re)starts tmux with claude.
+func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]string, error) {
+	varName, value, err := r.credentialEnv(s)
+	if err != nil {
+		return nil, err
+	}
+	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
+		SessionID: s.ClaudeSessionID, Resume: s.Started, Model: s.Model, Effort: s.Effort}
+	if s.CredentialMode == session.ModeProxy {
+		o.BaseURL = "http://" + BoxAPIAddr
+	}
+	env := claudecode.Env(o)
+	cfgDir := sandbox.HomeDir + "/" + claudecode.ConfigDirName
+	approve := ""
+	if varName == credential.KindAPIKey.EnvVar() {
+		approve = value
+	}
+	if err := editFile(link.Client, env, cfgDir+"/.claude.json", func(b []byte) ([]byte, error) {
+		return claudecode.SeedClaudeJSON(b, sandbox.WorkspaceDir, approve)
+	}); err != nil {
+		return nil, err
+	}
+	if err := editFile(link.Client, env, cfgDir+"/settings.json", claudecode.SeedSettings); err != nil {
+		return nil, err
+	}
+	// A running tmux (set, re-adoption without a token) is replaced whole:
+	// its server holds the old environment.
+	_, _, _ = runIn(link.Client, env, nil, "tmux", "-L", TmuxSocket, "kill-server")
+	argv := append([]string{"tmux", "-L", TmuxSocket, "-f", "/dev/null",
+		"start-server", ";",
+		"set-option", "-g", "remain-on-exit", "on", ";",
+		"set-option", "-g", "status", "off", ";",
+		"set-option", "-g", "history-limit", "50000", ";",
+		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
+		claudecode.Args(o)...)
+	if out, code, err := runIn(link.Client, env, nil, "sh", append([]string{"-c", `mkdir -p "$CLAUDE_CODE_TMPDIR" && exec "$@"`, "sh"}, argv...)...); err != nil || code != 0 {
+		return nil, fmt.Errorf("tmux new-session: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	}
+	return env, nil
+}
+
+// runIn runs a command in the box and returns its combined output.
+func runIn(cl *channel.Client, env []string, stdin []byte, argv0 string, args ...string) (string, int, error) {
+	var out bytes.Buffer
+	p, err := cl.Exec(channel.ExecOptions{Argv: append([]string{argv0}, args...), Env: env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &out})
+	if err != nil {
+		return "", -1, err
+	}
+	if stdin != nil {
+		if _, err := p.Write(stdin); err != nil {
+			p.Close()
+			return "", -1, err
+		}
+	}
+	_ = p.CloseStdin()
+	code, err := p.Wait()
+	return out.String(), code, err
+}
+
+// editFile reads a file in the box (missing: empty), passes it through
+// edit, and replaces it atomically (same directory, rename).
+func editFile(cl *channel.Client, env []string, path string, edit func([]byte) ([]byte, error)) error {
+	var out, errb bytes.Buffer
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", `test -f "$1" && cat "$1" || true`, "sh", path}, Env: env, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		return err
+	}
+	_ = p.CloseStdin()
+	if code, err := p.Wait(); err != nil || code != 0 {
+		return fmt.Errorf("read %s in the box: exit %d: %s %v", path, code, errb.String(), err)
+	}
+	nb, err := edit(out.Bytes())
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	o, code, err := runIn(cl, env, nb, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1.paddock-tmp" && mv "$1.paddock-tmp" "$1"`, "sh", path)
+	if err != nil || code != 0 {
+		return fmt.Errorf("write %s in the box: exit %d: %s %v", path, code, o, err)
+	}
+	return nil
+}
+
+// Sleep revokes the session's token and stops its box; the volume keeps
+// the conversation.
+func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return s, err
+	}
+	unlock := r.sessionLock(s.ID)
+	defer unlock()
+	if s, err = r.reload(s.ID); err != nil {
+		return s, err
+	}
+	if err := session.Check(session.OpSleep, s.Name, s.Observed); err != nil {
+		return s, err
+	}
+	if err := r.tokens.Revoke(s.ID); err != nil {
+		return s, err
+	}
+	r.setLive(s.ID, nil)
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		return s, err
+	}
+	if s.BoxID != "" {
+		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			return s, err
+		}
+	}
+	s.Desired, s.Observed, s.Reason = session.Asleep, session.Asleep, ""
+	r.log.Info("session asleep", logkey.Session, s.ID)
+	return s, r.save(&s)
+}
+
+func (r *Runner) reload(id string) (session.Session, error) {
+	b, err := r.store.Get(store.BucketSessions, id)
+	if err != nil {
+		return session.Session{}, err
+	}
+	var s session.Session
+	return s, json.Unmarshal(b, &s)
+}
+
+// Wake starts an asleep (or failed, or never started) session: a new
+// token, and claude --resume.
+func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return s, err
+	}
+	unlock := r.sessionLock(s.ID)
+	defer unlock()
+	if s, err = r.reload(s.ID); err != nil {
+		return s, err
+	}
+	if err := session.Check(session.OpWake, s.Name, s.Observed); err != nil {
+		return s, err
+	}
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		return s, err
+	}
+	// A failed session may have lost its box: make a new one on the same volume.
+	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
+		bx, err := be.Create(ctx, sandbox.CreateOptions{Session: s.ID, Image: r.opts.Config.Docker.Image, Workspace: s.Workspace, Limits: r.limits()})
+		if err != nil {
+			r.fail(&s, "re-create box: "+err.Error())
+			return s, err
+		}
+		s.BoxID = bx.ID
+	}
+	return s, r.start(ctx, &s, be)
+}
+
+// RemoveSession stops and deletes the box and, unless keepVolume (which is
+// recorded), the volume.
+func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return s, err
+	}
+	unlock := r.sessionLock(s.ID)
+	defer unlock()
+	if s, err = r.reload(s.ID); err != nil {
+		return s, err
+	}
+	if err := session.Check(session.OpRemove, s.Name, s.Observed); err != nil {
+		return s, err
+	}
+	if err := r.tokens.Revoke(s.ID); err != nil {
+		return s, err
+	}
+	r.setLive(s.ID, nil)
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		return s, err
+	}
+	if s.BoxID != "" {
+		if err := be.Remove(ctx, s.BoxID, sandbox.RemoveOptions{KeepVolume: keepVolume}); err != nil {
+			return s, err
+		}
+	}
+	if !keepVolume {
+		// A box removed earlier (failed session) may have left the volume.
+		if err := r.removeSessionObjects(ctx, be, s.ID, false); err != nil {
+			return s, err
+		}
+	}
+	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
+	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
+	return s, r.save(&s)
+}
+
+// removeSessionObjects removes the backend's objects of one session;
+// volumes only when withVolumes.
+func (r *Runner) removeSessionObjects(ctx context.Context, be sandbox.Backend, id string, keepVolumes bool) error {
+	objs, err := be.List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range objs {
+		if o.Session != id || o.Kind == sandbox.KindVolume && keepVolumes {
+			continue
+		}
+		if err := be.RemoveObject(ctx, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Set changes the model or effort and, if the session runs, restarts
+// claude with --resume and the new choice.
+func (r *Runner) Set(ctx context.Context, ref string, req api.SetRequest) (session.Session, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return s, err
+	}
+	unlock := r.sessionLock(s.ID)
+	defer unlock()
+	if s, err = r.reload(s.ID); err != nil {
+		return s, err
+	}
+	if err := session.Check(session.OpSet, s.Name, s.Observed); err != nil {
+		return s, err
+	}
+	if req.Model != nil {
+		if err := session.ValidModel(*req.Model); err != nil {
+			return s, err
+		}
+		s.Model = *req.Model
+	}
+	if req.Effort != nil {
+		if err := session.ValidEffort(*req.Effort); err != nil {
+			return s, err
+		}
+		s.Effort = *req.Effort
+	}
+	if s.Observed == session.Running {
+		lv := r.getLive(s.ID)
+		if lv == nil {
+			return s, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
+		}
+		env, err := r.launch(ctx, &s, lv.link)
+		if err != nil {
+			return s, err
+		}
+		r.setLive(s.ID, &live{link: lv.link, env: env})
+	}
+	return s, r.save(&s)
+}
+
+// Prune removes every labelled object that no live session owns: boxes,
+// processes and networks always; volumes unless a removed session kept
+// them on purpose (then only with volumes=true).
+func (r *Runner) Prune(ctx context.Context, volumes bool) (api.PruneResult, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return api.PruneResult{}, err
+	}
+	all, err := r.Sessions(ctx)
+	if err != nil {
+		return api.PruneResult{}, err
+	}
+	owner := map[string]session.Session{}
+	for _, s := range all {
+		owner[s.ID] = s
+	}
+	var res api.PruneResult
+	var errs []error
+	for _, name := range []string{"local", "docker"} {
+		be, err := r.pruneBackend(ctx, name)
+		if err != nil {
+			continue // a backend this host cannot run has nothing to prune
+		}
+		objs, err := be.List(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, o := range objs {
+			s, known := owner[o.Session]
+			if known && s.Live() {
+				continue
+			}
+			if o.Kind == sandbox.KindVolume && known && s.KeepVolume && !volumes {
+				continue
+			}
+			if err := be.RemoveObject(ctx, o); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			res.Removed = append(res.Removed, o)
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// Exec runs a command in a running session's box with claude's
+// environment, wired to the caller's streams.
+func (r *Runner) Exec(ctx context.Context, ref string, o channel.ExecOptions) (*channel.Process, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return nil, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := session.Check(session.OpExec, s.Name, s.Observed); err != nil {
+		return nil, err
+	}
+	lv := r.getLive(s.ID)
+	if lv == nil {
+		return nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
+	}
+	o.Env = append(append([]string(nil), lv.env...), o.Env...)
+	if o.Dir == "" {
+		o.Dir = sandbox.WorkspaceDir
+	}
+	return lv.link.Client.Exec(o)
+}
+
+// AttachArgv is the terminal attach to a session's claude.
+var AttachArgv = []string{"tmux", "-L", TmuxSocket, "attach-session", "-t", TmuxSession}
+
+// StartExec implements api.Sessions: a command, or with Attach the tmux
+// session of claude, on a terminal when TTY.
+func (r *Runner) StartExec(ctx context.Context, ref string, req api.ExecRequest, stdout, stderr io.Writer) (*channel.Process, error) {
+	argv := req.Argv
+	if req.Attach {
+		argv, req.TTY = AttachArgv, true
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("nothing to run: give a command after --: %w", errdefs.ErrInvalid)
+	}
+	return r.Exec(ctx, ref, channel.ExecOptions{Argv: argv, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdout: stdout, Stderr: stderr})
+}
+
+// reconcile runs at start: it compares every live session with what its
+// backend reports. Running boxes are re-adopted: the channel is opened
+// again and, since token hashes survive in the store, claude keeps running
+// with its token; if the token is gone, a new one is issued and claude is
+// restarted with --resume. Boxes that stopped are marked asleep, missing
+// ones failed, each with the reason.
+func (r *Runner) reconcile(ctx context.Context) {
+	all, err := r.Sessions(ctx)
+	if err != nil {
+		r.log.Error("reconcile: list sessions", logkey.Error, err)
+		return
+	}
+	for _, s := range all {
+		if !s.Live() || s.Observed == session.Created && s.BoxID == "" {
+			continue
+		}
+		s := s
+		func() {
+			unlock := r.sessionLock(s.ID)
+			defer unlock()
+			r.reconcileOne(ctx, &s)
+		}()
+	}
+}
+
+func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		r.fail(s, "backend unavailable after restart: "+err.Error())
+		return
+	}
+	bx, err := be.Inspect(ctx, s.BoxID)
+	switch {
+	case errdefs.Is(err, errdefs.ErrNotFound):
+		_ = r.tokens.Revoke(s.ID)
+		r.fail(s, "its box disappeared while the Runner was down; paddock wake makes a new one on the same volume")
+		return
+	case err != nil:
+		r.fail(s, "inspect box after restart: "+err.Error())
+		return
+	}
+	if bx.State != sandbox.StateRunning {
+		_ = r.tokens.Revoke(s.ID)
+		if s.Observed == session.Running {
+			s.Observed, s.Reason = session.Asleep, "its box stopped while the Runner was down; paddock wake resumes it"
+			_ = r.save(s)
+		}
+		return
+	}
+	// Running: re-adopt.
+	link, err := r.Link(ctx, be, s.BoxID, s.ID)
+	if err != nil {
+		r.fail(s, "re-adopt: "+err.Error())
+		return
+	}
+	env, err := readTmuxEnv(link.Client)
+	if err != nil || !r.tokens.Live(s.ID) && s.CredentialMode == session.ModeProxy {
+		// Without the old environment or token: new token, claude --resume.
+		if env, err = r.launch(ctx, s, link); err != nil {
+			link.Close()
+			r.fail(s, "restart claude after re-adoption: "+err.Error())
+			return
+		}
+	}
+	r.setLive(s.ID, &live{link: link, env: env})
+	s.Observed, s.Reason = session.Running, ""
+	_ = r.save(s)
+	r.log.Info("session re-adopted", logkey.Session, s.ID)
+}
+
+// readTmuxEnv reads claude's environment back from the tmux server's
+// global environment (the Runner keeps no token in its store).
+func readTmuxEnv(cl *channel.Client) ([]string, error) {
+	out, code, err := runIn(cl, []string{"PATH=/usr/bin:/bin"}, nil, "tmux", "-L", TmuxSocket, "show-environment", "-g")
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("tmux show-environment: exit %d: %v", code, err)
+	}
+	var env []string
+	for _, l := range strings.Split(out, "\n") {
+		if l == "" || strings.HasPrefix(l, "-") || !strings.Contains(l, "=") {
+			continue
+		}
+		env = append(env, l)
+	}
+	if len(env) == 0 {
+		return nil, errors.New("tmux has no environment")
+	}
+	return env, nil
+}

@@ -1,0 +1,232 @@
+// Package session is the pure model of a session: its record, its states
+// and the one guard for transitions. No I/O here; the Runner does that.
+//
+// States: created → running ⇄ asleep → removed, and failed (with a reason)
+// from anywhere but removed. Desired and observed state are kept apart:
+// Desired is what the owner asked for, Observed what the Runner last saw,
+// so a restarted Runner can tell "should run but its box is gone" from
+// "asleep on purpose".
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// State of a session.
+type State string
+
+// States.
+const (
+	Created State = "created"
+	Running State = "running"
+	Asleep  State = "asleep"
+	Removed State = "removed"
+	Failed  State = "failed"
+)
+
+// Op is an operation on a session.
+type Op string
+
+// Operations.
+const (
+	OpStart  Op = "start"
+	OpSleep  Op = "sleep"
+	OpWake   Op = "wake"
+	OpRemove Op = "remove"
+	OpSet    Op = "set"
+	OpAttach Op = "attach"
+	OpExec   Op = "exec"
+)
+
+// allowed lists, per operation, the observed states it may start from.
+var allowed = map[Op][]State{
+	OpStart:  {Created, Failed},
+	OpSleep:  {Running, Failed},
+	OpWake:   {Asleep, Failed, Created},
+	OpRemove: {Created, Running, Asleep, Failed},
+	OpSet:    {Running, Asleep},
+	OpAttach: {Running},
+	OpExec:   {Running},
+}
+
+// Check is the one guard for transitions. Its error reads
+// `cannot wake session "x": it is removed` and wraps errdefs.ErrConflict.
+func Check(op Op, name string, cur State) error {
+	for _, s := range allowed[op] {
+		if s == cur {
+			return nil
+		}
+	}
+	hint := ""
+	switch {
+	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep):
+		hint = fmt.Sprintf("; wake it first: paddock wake %s", name)
+	case cur == Running && (op == OpWake || op == OpStart):
+		hint = fmt.Sprintf("; it already runs: paddock attach %s", name)
+	case cur == Removed:
+		hint = "; create a new one with paddock run"
+	}
+	return fmt.Errorf("cannot %s session %q: it is %s%s: %w", op, name, cur, hint, errdefs.ErrConflict)
+}
+
+// CredentialMode says how the box authenticates.
+type CredentialMode string
+
+// Credential modes.
+const (
+	// ModeProxy: the box holds a session token; the Runner's proxy holds the credential.
+	ModeProxy CredentialMode = "proxy"
+	// ModeDirect: the owner's setup token goes into the box's environment.
+	ModeDirect CredentialMode = "direct"
+)
+
+// Egress postures (enforced in a later part; offline is the only one now).
+const (
+	EgressOffline   = "offline"
+	EgressAnthropic = "anthropic"
+	EgressAllowlist = "allowlist"
+)
+
+// Session is the stored record.
+type Session struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Backend string `json:"backend"`
+	BoxID   string `json:"box_id,omitempty"`
+
+	Desired  State  `json:"desired"`
+	Observed State  `json:"observed"`
+	Reason   string `json:"reason,omitempty"`
+
+	CredentialMode CredentialMode `json:"credential_mode"`
+	CredentialKind string         `json:"credential_kind,omitempty"`
+	Egress         string         `json:"egress"`
+	Workspace      string         `json:"workspace,omitempty"`
+	Model          string         `json:"model,omitempty"`
+	Effort         string         `json:"effort,omitempty"`
+
+	// ClaudeSessionID is Claude Code's conversation id (--session-id, then
+	// --resume); Started tells whether claude ran once already.
+	ClaudeSessionID string `json:"claude_session_id"`
+	Started         bool   `json:"started"`
+
+	// KeepVolume records that `rm --keep-volume` kept the volume.
+	KeepVolume bool `json:"keep_volume,omitempty"`
+
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// Live reports whether the session still owns objects (not removed).
+func (s *Session) Live() bool { return s.Observed != Removed }
+
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// ValidName checks a session name.
+func ValidName(n string) error {
+	if !validName.MatchString(n) {
+		return fmt.Errorf("session name %q: use lowercase letters, digits, '-', '_' and '.', at most 63, starting with a letter or digit: %w", n, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+var validModel = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:\[\]-]{0,99}$`)
+
+// ValidModel checks a model name (passed to claude --model).
+func ValidModel(m string) error {
+	if m != "" && !validModel.MatchString(m) {
+		return fmt.Errorf("model %q is not a model name: %w", m, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// Efforts lists the accepted --effort values.
+var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// ValidEffort checks an effort level.
+func ValidEffort(e string) error {
+	if e == "" {
+		return nil
+	}
+	for _, x := range Efforts {
+		if e == x {
+			return nil
+		}
+	}
+	return fmt.Errorf("effort %q is not one of %s: %w", e, strings.Join(Efforts, ", "), errdefs.ErrInvalid)
+}
+
+// NewID returns a session id: 12 lowercase hex digits.
+func NewID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// NewUUID returns a random (version 4) UUID for Claude Code's session id.
+func NewUUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+var adjectives = []string{"amber", "brisk", "calm", "deft", "eager", "fair", "glad", "hardy", "keen", "lucid", "merry", "noble", "plucky", "quiet", "rapid", "sly", "tidy", "vivid", "witty", "zesty"}
+var animals = []string{"otter", "heron", "lynx", "marten", "ibex", "finch", "badger", "gecko", "kestrel", "stoat", "tapir", "wren", "yak", "zebu", "pika", "newt", "orca", "puffin", "quokka", "robin"}
+
+// NewName returns a friendly random name like "calm-otter".
+func NewName() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return adjectives[int(b[0])%len(adjectives)] + "-" + animals[int(b[1])%len(animals)]
+}
+
+// Resolve finds the one live session whose name equals ref, or whose id
+// starts with ref. Removed sessions are found only by full id or name when
+// no live one matches (so their errors can say "it is removed").
+func Resolve(all []Session, ref string) (Session, error) {
+	if ref == "" {
+		return Session{}, fmt.Errorf("no session named: %w", errdefs.ErrInvalid)
+	}
+	var byName, byPrefix, dead []Session
+	for _, s := range all {
+		switch {
+		case s.Name == ref && s.Live():
+			byName = append(byName, s)
+		case strings.HasPrefix(s.ID, ref) && s.Live():
+			byPrefix = append(byPrefix, s)
+		case !s.Live() && (s.Name == ref || s.ID == ref):
+			dead = append(dead, s)
+		}
+	}
+	switch {
+	case len(byName) == 1:
+		return byName[0], nil
+	case len(byPrefix) == 1:
+		return byPrefix[0], nil
+	case len(byPrefix) > 1:
+		return Session{}, fmt.Errorf("%q matches %d sessions; give more of the id or the name: %w", ref, len(byPrefix), errdefs.ErrInvalid)
+	case len(dead) > 0:
+		latest := dead[0]
+		for _, d := range dead {
+			if d.Updated.After(latest.Updated) {
+				latest = d
+			}
+		}
+		return latest, nil
+	}
+	return Session{}, fmt.Errorf("no session %q (see paddock ls): %w", ref, errdefs.ErrNotFound)
+}
