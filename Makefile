@@ -6,7 +6,7 @@ GO ?= go
 CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
 FUZZTIME ?= 10s
 
-.PHONY: all build deps lint test unit fuzz bench run clean
+.PHONY: all build deps lint test unit fuzz bench run install clean
 
 all: build
 
@@ -44,12 +44,18 @@ fuzz:
 
 # Side-by-side benchmarks; prints the tables recorded in docs/PERFORMANCE.md.
 bench: deps build
-	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ 2>&1 \
+	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run "^$$" -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ ./internal/e2e/ 2>&1 \
 	  | grep -v -e '^ --->' -e '^Step ' -e '^Successfully' -e '^Removing intermediate'
 
-# The main job: build, install what is needed, and start the Runner.
+# The main job: install what is needed, build, start the Runner if none
+# answers, and run a Claude Code session attached to this terminal.
+# Flags for `paddock run` go in ARGS, e.g. make run ARGS="--backend docker".
 run: deps build
-	bin/paddock serve
+	scripts/run.sh $(ARGS)
+
+# Put paddock on PATH.
+install: build
+	install -m 0755 bin/paddock /usr/local/bin/paddock
 
 clean:
 	rm -rf bin

@@ -30,6 +30,8 @@ import (
 
 // Health describes a running Runner.
 type Health struct {
+	// ID names this Runner's state; its Docker objects carry it as a label.
+	ID       string `json:"id"`
 	Version  string `json:"version"`
 	PID      int    `json:"pid"`
 	StateDir string `json:"state_dir"`

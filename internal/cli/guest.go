@@ -27,5 +27,13 @@ func guestCmd(o IO) *cobra.Command {
 			return guest.Bridge(socket, o.Stdin, o.Stdout)
 		},
 	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "put PATH...",
+		Short: "Write NUL-separated parts of stdin to the files, atomically",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return guest.Put(o.Stdin, args)
+		},
+	})
 	return cmd
 }

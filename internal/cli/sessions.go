@@ -305,6 +305,10 @@ func attach(cmd *cobra.Command, c *api.Client, o IO, ref string) error {
 	return err
 }
 
+// terminalReset leaves the alternate screen and turns off mouse
+// reporting, bracketed paste and focus events; shows the cursor; resets colours.
+const terminalReset = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?25h\x1b[0m"
+
 // detachSeq is ctrl-p ctrl-q, as with docker attach.
 var detachSeq = []byte{0x10, 0x11}
 
@@ -358,6 +362,11 @@ func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.Exe
 	select {
 	case <-detached:
 		es.Close()
+		if req.TTY {
+			// The tmux client was cut off, not detached: undo what it set
+			// on this terminal (alternate screen, mouse, paste, cursor).
+			fmt.Fprint(o.Stdout, terminalReset)
+		}
 		fmt.Fprintf(o.Stderr, "\r\ndetached from %s; it keeps running (paddock attach %s)\r\n", ref, ref)
 		return nil
 	case r := <-done:

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
@@ -30,7 +31,7 @@ import (
 const ownerToken = "sk-fake-owner-setup-token-e2e-000000000000"
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	dir    string
 	fake   *fakeapi.Server
@@ -42,7 +43,7 @@ type env struct {
 	log   *bytes.Buffer
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
@@ -180,7 +181,11 @@ func (e *env) backends() map[string]sandbox.Backend {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	db, err := docker.New(context.Background(), docker.Config{Image: e.image, Dir: filepath.Join(e.dir, "docker")})
+	h, err := api.NewClient(filepath.Join(e.dir, "paddock.sock")).Health(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db, err := docker.New(context.Background(), docker.Config{Image: e.image, Dir: filepath.Join(e.dir, "docker-view"), Owner: h.ID})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -441,3 +441,30 @@ func Bridge(socket string, stdin io.Reader, stdout io.Writer) error {
 	<-done
 	return nil
 }
+
+// Put writes the NUL-separated parts of r to paths, one part each, each
+// atomically (a temporary file in the same directory, then rename), mode
+// 0600, creating parent directories. Config files in JSON never hold a NUL.
+func Put(r io.Reader, paths []string) error {
+	data, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil {
+		return err
+	}
+	parts := strings.SplitN(string(data), "\x00", len(paths))
+	if len(parts) != len(paths) {
+		return fmt.Errorf("guest put: %d parts on stdin for %d files", len(parts), len(paths))
+	}
+	for i, p := range paths {
+		if err := os.MkdirAll(dirOf(p), 0o700); err != nil {
+			return err
+		}
+		tmp := p + ".paddock-tmp"
+		if err := os.WriteFile(tmp, []byte(parts[i]), 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -173,3 +173,19 @@ func TestListenForward(t *testing.T) {
 		t.Fatalf("echo through the channel: %d bytes, %v", len(got), err)
 	}
 }
+
+func TestPut(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "x", "a.json"), filepath.Join(dir, "b.json")
+	if err := Put(strings.NewReader("{\"a\":1}\x00{\"b\":2}"), []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	ga, _ := os.ReadFile(a)
+	gb, _ := os.ReadFile(b)
+	if string(ga) != `{"a":1}` || string(gb) != `{"b":2}` {
+		t.Fatalf("%q %q", ga, gb)
+	}
+	if err := Put(strings.NewReader("only one"), []string{a, b}); err == nil {
+		t.Fatal("missing part accepted")
+	}
+}

@@ -32,7 +32,7 @@ func (r *Runner) backend(ctx context.Context, name string) (sandbox.Backend, err
 		b, err = r.newLocal(ctx)
 	case docker.Name:
 		c := r.opts.Config.Docker
-		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker")})
+		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id})
 	default:
 		err = fmt.Errorf("no backend %q (local or docker): %w", name, errdefs.ErrInvalid)
 	}

@@ -24,15 +24,24 @@ func testBackends(t *testing.T) map[string]sandbox.Backend {
 	testenv.Root(t)
 	claude := testenv.Claude(t)
 	out := map[string]sandbox.Backend{}
-	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"),
-		GuestBinary: testenv.PaddockBinary(t), ClaudeBinary: claude})
+	root := filepath.Join(testenv.TraversableTempDir(t), "local")
+	lb, err := local.New(local.Config{Root: root, GuestBinary: testenv.PaddockBinary(t), ClaudeBinary: claude})
+	t.Cleanup(func() {
+		if t.Failed() { // the guest's own output, if it said anything
+			logs, _ := filepath.Glob(filepath.Join(root, "boxes", "*", "bwrap.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, b)
+			}
+		}
+	})
 	if err != nil {
 		testenv.Missing(t, "local backend: "+err.Error())
 	}
 	out["local"] = lb
 	cli := imagetest.Docker(t)
 	img := imagetest.BoxImage(t, cli)
-	db, err := docker.New(context.Background(), docker.Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker")})
+	db, err := docker.New(context.Background(), docker.Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker"), Owner: testenv.UniqueOwner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

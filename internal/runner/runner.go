@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/paddockhq/paddock/internal/store"
@@ -64,6 +65,8 @@ type Runner struct {
 	boxConns *chanListener // connections forwarded from boxes' channels
 
 	sess sessionsState
+	// id names this Runner's state (meta/runner_id) on shared daemons.
+	id string
 	// adopted is closed when the start-up reconciliation is done; session
 	// operations wait for it, so none races a re-adoption.
 	adopted chan struct{}
@@ -104,6 +107,9 @@ func New(opts Options) (_ *Runner, err error) {
 	if r.store, err = store.OpenBolt(filepath.Join(opts.StateDir, statedir.DBFile)); err != nil {
 		return nil, err
 	}
+	if r.id, err = runnerID(r.store); err != nil {
+		return nil, err
+	}
 	if r.tokens, err = sessiontoken.New(r.store); err != nil {
 		return nil, err
 	}
@@ -138,6 +144,20 @@ func New(opts Options) (_ *Runner, err error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// runnerID returns the id kept in the store, making one on first start.
+func runnerID(st store.Store) (string, error) {
+	if b, err := st.Get(store.BucketMeta, "runner_id"); err == nil {
+		return string(b), nil
+	} else if !errdefs.Is(err, errdefs.ErrNotFound) {
+		return "", err
+	}
+	id, err := session.NewID()
+	if err != nil {
+		return "", err
+	}
+	return id, st.Put(store.BucketMeta, "runner_id", []byte(id))
 }
 
 // CredentialFile is where `paddock credential set` stores the credential.
@@ -281,7 +301,7 @@ func (r *Runner) Close() error {
 
 // Health implements api.Backend.
 func (r *Runner) Health(context.Context) (api.Health, error) {
-	return api.Health{Version: version.String(), PID: os.Getpid(), StateDir: r.opts.StateDir,
+	return api.Health{ID: r.id, Version: version.String(), PID: os.Getpid(), StateDir: r.opts.StateDir,
 		Proxy: r.proxyAt, Upstream: r.upstream, Started: r.started}, nil
 }
 

@@ -297,37 +297,60 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	if err != nil {
 		return nil, err
 	}
-	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
-		SessionID: s.ClaudeSessionID, Resume: s.Started, Model: s.Model, Effort: s.Effort}
-	if s.CredentialMode == session.ModeProxy {
-		o.BaseURL = "http://" + BoxAPIAddr
-	}
-	env := claudecode.Env(o)
 	cfgDir := sandbox.HomeDir + "/" + claudecode.ConfigDirName
+	claudeJSON, settingsJSON := cfgDir+"/.claude.json", cfgDir+"/settings.json"
+	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
+
+	// One exec reads what is there: whether the conversation exists (claude
+	// --resume of an id with no transcript exits at once) and both config
+	// files, NUL-separated.
+	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
+		`if test -f "$1"; then printf R; else printf N; fi; printf '\0'; cat "$2" 2>/dev/null; printf '\0'; cat "$3" 2>/dev/null; true`,
+		"sh", transcript, claudeJSON, settingsJSON)
+	parts := strings.SplitN(out, "\x00", 3)
+	if err != nil || code != 0 || len(parts) != 3 {
+		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
+	}
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
 	}
-	if err := editFile(link.Client, env, cfgDir+"/.claude.json", func(b []byte) ([]byte, error) {
-		return claudecode.SeedClaudeJSON(b, sandbox.WorkspaceDir, approve)
-	}); err != nil {
-		return nil, err
+	cj, err := claudecode.SeedClaudeJSON([]byte(parts[1]), sandbox.WorkspaceDir, approve)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", claudeJSON, err)
 	}
-	if err := editFile(link.Client, env, cfgDir+"/settings.json", claudecode.SeedSettings); err != nil {
-		return nil, err
+	sj, err := claudecode.SeedSettings([]byte(parts[2]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
 	}
-	// A running tmux (set, re-adoption without a token) is replaced whole:
-	// its server holds the old environment.
-	_, _, _ = runIn(link.Client, env, nil, "tmux", "-L", TmuxSocket, "kill-server")
+	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
+		SessionID: s.ClaudeSessionID, Resume: parts[0] == "R", Model: s.Model, Effort: s.Effort}
+	if s.CredentialMode == session.ModeProxy {
+		o.BaseURL = "http://" + BoxAPIAddr
+	}
+	env := claudecode.Env(o)
+
+	// A second exec writes both files atomically, replaces any running tmux
+	// whole (its server holds the old environment) and starts claude. The
+	// files come on stdin, NUL-separated; the credential only ever travels
+	// in this process's environment, which tmux keeps in memory.
 	argv := append([]string{"tmux", "-L", TmuxSocket, "-f", "/dev/null",
 		"start-server", ";",
 		"set-option", "-g", "remain-on-exit", "on", ";",
 		"set-option", "-g", "status", "off", ";",
 		"set-option", "-g", "history-limit", "50000", ";",
+		"set-option", "-g", "focus-events", "on", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
-	if out, code, err := runIn(link.Client, env, nil, "sh", append([]string{"-c", `mkdir -p "$CLAUDE_CODE_TMPDIR" && exec "$@"`, "sh"}, argv...)...); err != nil || code != 0 {
-		return nil, fmt.Errorf("tmux new-session: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	script := `set -e
+cj=$1 st=$2; shift 2
+mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
+paddock guest put "$cj" "$st"  # stdin: .claude.json NUL settings.json
+tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null || true
+exec "$@"`
+	stdin := append(append(append([]byte{}, cj...), 0), sj...)
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON}, argv...)...); err != nil || code != 0 {
+		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
 }
@@ -348,29 +371,6 @@ func runIn(cl *channel.Client, env []string, stdin []byte, argv0 string, args ..
 	_ = p.CloseStdin()
 	code, err := p.Wait()
 	return out.String(), code, err
-}
-
-// editFile reads a file in the box (missing: empty), passes it through
-// edit, and replaces it atomically (same directory, rename).
-func editFile(cl *channel.Client, env []string, path string, edit func([]byte) ([]byte, error)) error {
-	var out, errb bytes.Buffer
-	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", `test -f "$1" && cat "$1" || true`, "sh", path}, Env: env, Stdout: &out, Stderr: &errb})
-	if err != nil {
-		return err
-	}
-	_ = p.CloseStdin()
-	if code, err := p.Wait(); err != nil || code != 0 {
-		return fmt.Errorf("read %s in the box: exit %d: %s %v", path, code, errb.String(), err)
-	}
-	nb, err := edit(out.Bytes())
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	o, code, err := runIn(cl, env, nb, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1.paddock-tmp" && mv "$1.paddock-tmp" "$1"`, "sh", path)
-	if err != nil || code != 0 {
-		return fmt.Errorf("write %s in the box: exit %d: %s %v", path, code, o, err)
-	}
-	return nil
 }
 
 // Sleep revokes the session's token and stops its box; the volume keeps

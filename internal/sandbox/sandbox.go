@@ -30,6 +30,9 @@ const (
 	LabelManaged = "paddock.managed"
 	LabelSession = "paddock.session"
 	LabelKind    = "paddock.kind"
+	// LabelOwner names the Runner (by the id in its store) that made an
+	// object, so Runners sharing a daemon never prune each other's boxes.
+	LabelOwner = "paddock.owner"
 )
 
 // Paths inside every box.

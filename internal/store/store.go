@@ -6,6 +6,7 @@
 //
 //	meta/
 //	  schema_version   "1"            (SchemaVersion; checked at Open)
+//	  runner_id        12 hex digits  (labels this Runner's Docker objects)
 //	sessions/
 //	  <session id>     session record (internal/session)
 //	tokens/

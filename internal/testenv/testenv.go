@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/claudecode"
 )
@@ -136,4 +137,10 @@ func TraversableTempDir(t testing.TB) string {
 		_ = os.Chmod(p, 0o711)
 	}
 	return d
+}
+
+// UniqueOwner is a fresh owner id for a backend under test, so tests that
+// share the Docker daemon never see each other's objects.
+func UniqueOwner(t testing.TB) string {
+	return fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
 }

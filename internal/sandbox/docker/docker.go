@@ -53,6 +53,10 @@ type Config struct {
 	Runtime string
 	// TmpSize bounds the /tmp tmpfs (bytes; default 1 GiB).
 	TmpSize int64
+	// Owner is this Runner's id, put on every object and required by List,
+	// Inspect and prune: Runners that share a daemon never touch each
+	// other's boxes. Required.
+	Owner string
 	// Dir holds the backend's files on the host (an empty resolv.conf that
 	// replaces the one Docker would copy from the host). Required.
 	Dir string
@@ -86,6 +90,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	if cfg.TmpSize == 0 {
 		cfg.TmpSize = 1 << 30
+	}
+	if cfg.Owner == "" {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: no owner id: %w", pdkerr.ErrInvalid)
 	}
 	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
 		cli.Close()
@@ -125,6 +133,13 @@ func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
 	return c
 }
 
+// labels are sandbox.Labels plus this Runner's owner label.
+func (b *Backend) labels(session string, kind sandbox.ObjectKind) map[string]string {
+	l := sandbox.Labels(session, kind)
+	l[sandbox.LabelOwner] = b.cfg.Owner
+	return l
+}
+
 func containerName(session string) string { return "paddock-" + session }
 func homeVolume(session string) string    { return "paddock-" + session + "-home" }
 func wsVolume(session string) string      { return "paddock-" + session + "-workspace" }
@@ -141,7 +156,7 @@ type Spec struct {
 func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, error) {
 	l := o.Limits.WithDefaults()
 	pids := l.Pids
-	labels := sandbox.Labels(o.Session, sandbox.KindBox)
+	labels := b.labels(o.Session, sandbox.KindBox)
 	mounts := []mount.Mount{
 		{Type: mount.TypeVolume, Source: homeVolume(o.Session), Target: sandbox.HomeDir},
 		{Type: mount.TypeBind, Source: filepath.Join(b.cfg.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
@@ -256,9 +271,17 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if o.Workspace == "" {
 		vols = append(vols, wsVolume(o.Session))
 	}
+	// The volumes are made concurrently: each is a daemon round trip.
+	errc := make(chan error, len(vols))
 	for _, v := range vols {
-		if _, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: v, Labels: sandbox.Labels(o.Session, sandbox.KindVolume)}); err != nil {
-			return sandbox.Box{}, mapErr("create volume "+v, err)
+		go func() {
+			_, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: v, Labels: b.labels(o.Session, sandbox.KindVolume)})
+			errc <- mapErr("create volume "+v, err)
+		}()
+	}
+	for range vols {
+		if err := <-errc; err != nil {
+			return sandbox.Box{}, err
 		}
 	}
 	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
@@ -268,7 +291,9 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 		return sandbox.Box{}, mapErr("create container", err)
 	}
-	return b.Inspect(ctx, resp.ID)
+	l := o.Limits.WithDefaults()
+	return sandbox.Box{ID: resp.ID, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: time.Now().UTC(),
+		Volume: homeVolume(o.Session), Limits: l}, nil
 }
 
 // Start implements sandbox.Backend.
@@ -281,13 +306,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 
 // Connect implements sandbox.Backend.
 func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	ins, err := b.cli.ContainerInspect(ctx, id)
-	if err != nil {
-		return nil, mapErr("connect", err)
-	}
-	if ins.State == nil || !ins.State.Running {
-		return nil, fmt.Errorf("box %s is not running: %w", id, pdkerr.ErrConflict)
-	}
+	// No inspect first: exec create itself refuses a box that does not run.
 	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User:         fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
 		AttachStdin:  true,
@@ -297,6 +316,9 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 		Env:          []string{"PATH=/usr/bin:/bin"},
 	})
 	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, fmt.Errorf("box %s is not running: %v: %w", id, err, pdkerr.ErrConflict)
+		}
 		return nil, mapErr("exec bridge", err)
 	}
 	hj, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
@@ -356,7 +378,8 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 		return mapErr("remove box", err)
 	}
 	session := ins.Config.Labels[sandbox.LabelSession]
-	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) &&
+		!strings.Contains(err.Error(), "already in progress") {
 		return mapErr("remove box", err)
 	}
 	if o.KeepVolume || session == "" {
@@ -390,8 +413,8 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 	if err != nil {
 		return sandbox.Box{}, mapErr("inspect box", err)
 	}
-	if ins.Config == nil || ins.Config.Labels[sandbox.LabelManaged] != "1" {
-		return sandbox.Box{}, fmt.Errorf("container %s is not a paddock box: %w", id, pdkerr.ErrNotFound)
+	if ins.Config == nil || ins.Config.Labels[sandbox.LabelManaged] != "1" || ins.Config.Labels[sandbox.LabelOwner] != b.cfg.Owner {
+		return sandbox.Box{}, fmt.Errorf("container %s is not a box of this paddock: %w", id, pdkerr.ErrNotFound)
 	}
 	st := sandbox.StateStopped
 	switch {
@@ -415,7 +438,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 
 // List implements sandbox.Backend.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
-	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=1"))
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=1"), filters.Arg("label", sandbox.LabelOwner+"="+b.cfg.Owner))
 	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, mapErr("list boxes", err)
@@ -446,7 +469,7 @@ func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 	switch o.Kind {
 	case sandbox.KindBox:
 		err := b.cli.ContainerRemove(ctx, o.ID, container.RemoveOptions{Force: true})
-		if cerrdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) || err != nil && strings.Contains(err.Error(), "already in progress") {
 			return nil
 		}
 		return mapErr("remove box", err)

@@ -18,7 +18,7 @@ import (
 
 // TestSpecHardened checks the one container builder, field by field.
 func TestSpecHardened(t *testing.T) {
-	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", Runtime: "runsc", TmpSize: 1 << 30}}
+	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", Runtime: "runsc", TmpSize: 1 << 30, Owner: "o1"}}
 	ws := t.TempDir()
 	for _, workspace := range []string{"", ws} {
 		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
@@ -33,7 +33,7 @@ func TestSpecHardened(t *testing.T) {
 			h.Memory != 1<<30 || h.MemorySwap != 1<<30 || h.NanoCPUs != 1.5e9 || h.PidsLimit == nil || *h.PidsLimit != 100 ||
 			!strings.HasPrefix(h.Tmpfs["/tmp"], "rw,nosuid,nodev") || h.Tmpfs["/run/paddock"] == "" ||
 			len(h.Binds) != 0 || h.PidMode != "" || h.IpcMode != "private" || h.UTSMode != "" || h.UsernsMode != "" ||
-			len(h.Devices) != 0 || c.Labels[sandbox.LabelManaged] != "1" || c.Labels[sandbox.LabelSession] != "s1" {
+			len(h.Devices) != 0 || c.Labels[sandbox.LabelManaged] != "1" || c.Labels[sandbox.LabelSession] != "s1" || c.Labels[sandbox.LabelOwner] != "o1" {
 			t.Fatalf("spec not hardened: %+v\n%+v", h, c)
 		}
 		var home bool
@@ -71,7 +71,7 @@ func TestConformance(t *testing.T) {
 	testenv.Root(t)
 	cli := imagetest.Docker(t)
 	img := imagetest.BoxImage(t, cli)
-	cfg := Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker")}
+	cfg := Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker"), Owner: testenv.UniqueOwner(t)}
 	open := func(t *testing.T) sandbox.Backend {
 		b, err := New(context.Background(), cfg)
 		if err != nil {

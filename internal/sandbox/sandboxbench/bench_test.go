@@ -99,7 +99,7 @@ func BenchmarkBoxStart(b *testing.B) {
 	}
 	cli := imagetest.Docker(b)
 	img := imagetest.BoxImage(b, cli)
-	db, err := docker.New(context.Background(), docker.Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(b), "docker")})
+	db, err := docker.New(context.Background(), docker.Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(b), "docker"), Owner: testenv.UniqueOwner(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/perf"
+)
+
+// until polls f every 5 ms and returns the time from t0 to its first true.
+func until(b testing.TB, t0 time.Time, d time.Duration, f func() bool) time.Duration {
+	for time.Since(t0) < d {
+		if f() {
+			return time.Since(t0)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.Fatalf("not ready after %v", d) // callers log the last screen
+	return 0
+}
+
+// claudeDirect starts the same claude in a host tmux, with the same
+// seeded config and quiet environment, and times its prompt.
+func claudeDirect(b testing.TB, e *env, i int) time.Duration {
+	home := b.TempDir()
+	cfg := filepath.Join(home, ".claude")
+	os.MkdirAll(cfg, 0o700)
+	cj, _ := claudecode.SeedClaudeJSON(nil, home, "")
+	st, _ := claudecode.SeedSettings(nil)
+	os.WriteFile(filepath.Join(cfg, ".claude.json"), cj, 0o600)
+	os.WriteFile(filepath.Join(cfg, "settings.json"), st, 0o600)
+	uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+	o := claudecode.LaunchOptions{Home: home, BaseURL: "http://127.0.0.1:9", CredentialVar: "CLAUDE_CODE_OAUTH_TOKEN", Credential: "x", SessionID: uuid, Root: true}
+	sock := fmt.Sprintf("pdk-bench-%d", i)
+	args := append([]string{"-L", sock, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", "-c", home, "--"}, claudecode.Args(o)...)
+	args[len(args)-len(claudecode.Args(o))] = e.claude
+	cmd := exec.Command("tmux", args...)
+	cmd.Env = claudecode.Env(o)
+	t0 := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("tmux: %v %s", err, out)
+	}
+	defer exec.Command("tmux", "-L", sock, "kill-server").Run()
+	return until(b, t0, 30*time.Second, func() bool {
+		out, _ := exec.Command("tmux", "-L", sock, "capture-pane", "-p").Output()
+		return strings.Contains(string(out), promptReady)
+	})
+}
+
+func bareStart(b testing.TB, e *env, backend string) time.Duration {
+	t0 := time.Now()
+	switch backend {
+	case "local":
+		cmd := exec.Command("bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
+			"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--as-pid-1", "--new-session", "--", "/bin/true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bwrap: %v %s", err, out)
+		}
+	case "docker":
+		cli := imagetest.Docker(b)
+		defer cli.Close()
+		ctx := context.Background()
+		c, err := cli.ContainerCreate(ctx, &container.Config{Image: e.image, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
+			&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		wc, ec := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
+		select {
+		case <-wc:
+		case err := <-ec:
+			b.Fatal(err)
+		}
+	}
+	return time.Since(t0)
+}
+
+// ready reports whether claude's prompt is drawn; it logs a failed capture.
+func (e *env) ready(name string) bool {
+	s := e.screen(name)
+	if strings.HasPrefix(s, "(capture failed") {
+		e.t.Log(s)
+	}
+	return strings.Contains(s, promptReady)
+}
+
+// BenchmarkSessionPrompt: create → prompt drawn and wake → prompt drawn,
+// per backend, against the bare backend start plus the same claude started
+// directly, in one run with the rounds interleaved.
+func BenchmarkSessionPrompt(b *testing.B) {
+	e := newEnv(b)
+	const rounds = 5
+	type row struct{ create, wake, bare, direct []time.Duration }
+	rows := map[string]*row{"local": {}, "docker": {}}
+	n := 0
+	for i := 0; i < b.N; i++ {
+		for r := 0; r < rounds; r++ {
+			for _, backend := range []string{"local", "docker"} {
+				rw := rows[backend]
+				n++
+				rw.bare = append(rw.bare, bareStart(b, e, backend))
+				rw.direct = append(rw.direct, claudeDirect(b, e, n))
+				name := fmt.Sprintf("bench-%s-%d", backend, n)
+				t0 := time.Now()
+				e.pd("run", "-d", "--name", name, "--backend", backend)
+				rw.create = append(rw.create, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
+				e.pd("sleep", name)
+				t0 = time.Now()
+				e.pd("wake", name)
+				rw.wake = append(rw.wake, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
+				e.pd("rm", name)
+			}
+		}
+	}
+	t := perf.Table{Title: "Session → Claude Code prompt drawn, p50 (ms)", Header: []string{"backend", "bare start", "claude alone", "bare+claude", "create→prompt", "paddock share", "wake→prompt", "paddock share"}}
+	for _, backend := range []string{"local", "docker"} {
+		rw := rows[backend]
+		bare, direct := perf.Pct(rw.bare, .5), perf.Pct(rw.direct, .5)
+		c, w := perf.Pct(rw.create, .5), perf.Pct(rw.wake, .5)
+		t.Add(backend, perf.MS(bare), perf.MS(direct), perf.MS(bare+direct), perf.MS(c), perf.MS(c-bare-direct), perf.MS(w), perf.MS(w-bare-direct))
+	}
+	t.Write(os.Stderr)
+}
