@@ -68,6 +68,7 @@ type Config struct {
 type Backend struct {
 	cfg Config
 	mu  sync.Mutex // serializes create/start/stop/remove bookkeeping
+	rmu sync.Mutex // guards retired-uids.json
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -214,6 +215,16 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 		used[r.UID] = true
 	}
+	// A uid no box of ours has and no process on the host runs as: another
+	// Runner on this host (another state directory) may use the same range.
+	for u := range hostUIDs(b.cfg.UIDBase) {
+		used[u] = true
+	}
+	b.rmu.Lock()
+	for _, u := range b.retired() {
+		used[u] = true
+	}
+	b.rmu.Unlock()
 	uid := b.cfg.UIDBase + 1
 	for used[uid] {
 		uid++
@@ -329,6 +340,53 @@ func (b *Backend) box(r *record) sandbox.Box {
 	}
 	return sandbox.Box{ID: r.ID, Session: r.Session, Backend: Name, State: st, Created: r.Created,
 		Volume: b.volDir(r.Session), Limits: r.Limits, Notes: r.Notes}
+}
+
+// hostProcs maps live (non-zombie) processes in the box uid range to their uid.
+func hostProcs(base int) map[int]int {
+	out := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + e.Name())
+		if err != nil {
+			continue
+		}
+		uid := int(fi.Sys().(*syscall.Stat_t).Uid)
+		if uid <= base || uid >= base+65536 {
+			continue
+		}
+		if _, ok := startTime(pid); !ok {
+			continue // a zombie: already dead, its parent (or init) reaps it
+		}
+		out[pid] = uid
+	}
+	return out
+}
+
+// hostUIDs is the set of box-range uids that any process on the host runs as.
+func hostUIDs(base int) map[int]bool {
+	out := map[int]bool{}
+	for _, uid := range hostProcs(base) {
+		out[uid] = true
+	}
+	return out
+}
+
+// retired lists uids of removed boxes that may still have processes.
+func (b *Backend) retired() []int {
+	raw, _ := os.ReadFile(filepath.Join(b.cfg.Root, "retired-uids.json"))
+	var out []int
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+func (b *Backend) setRetired(uids []int) {
+	raw, _ := json.Marshal(uids)
+	_ = atomicfile.WriteNoSync(filepath.Join(b.cfg.Root, "retired-uids.json"), raw, 0o600)
 }
 
 // startTime reads a process's start time (field 22 of /proc/<pid>/stat).
@@ -597,6 +655,10 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 	if err := b.stop(r, sandbox.StopOptions{}); err != nil {
 		return err
 	}
+	// Its uid stays ours (and listed) until no process runs as it.
+	b.rmu.Lock()
+	b.setRetired(append(b.retired(), r.UID))
+	b.rmu.Unlock()
 	if err := os.RemoveAll(b.boxDir(id)); err != nil {
 		return err
 	}
@@ -637,25 +699,32 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
 		}
 		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name(), Session: lab[sandbox.LabelSession], Labels: lab})
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
+	// Processes: only those of uids this backend gave out (live boxes, and
+	// removed boxes until none of their processes is left).
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	retired := b.retired()
+	for _, u := range retired {
+		uidSession[u] = ""
+	}
+	seen := map[int]bool{}
+	for pid, uid := range hostProcs(b.cfg.UIDBase) {
+		session, ours := uidSession[uid]
+		if !ours {
 			continue
 		}
-		fi, err := os.Stat("/proc/" + p.Name())
-		if err != nil {
-			continue
-		}
-		uid := int(fi.Sys().(*syscall.Stat_t).Uid)
-		if uid <= b.cfg.UIDBase || uid >= b.cfg.UIDBase+65536 {
-			continue
-		}
-		if _, ok := startTime(pid); !ok {
-			continue // a zombie: already dead, its parent (or init) reaps it
-		}
-		out = append(out, sandbox.Object{Kind: sandbox.KindProcess, ID: strconv.Itoa(pid), Session: uidSession[uid],
+		seen[uid] = true
+		out = append(out, sandbox.Object{Kind: sandbox.KindProcess, ID: strconv.Itoa(pid), Session: session,
 			Labels: map[string]string{sandbox.LabelManaged: "1", "uid": strconv.Itoa(uid)}})
+	}
+	var keep []int
+	for _, u := range retired {
+		if seen[u] {
+			keep = append(keep, u)
+		}
+	}
+	if len(keep) != len(retired) {
+		b.setRetired(keep)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Kind+sandbox.ObjectKind(out[i].ID) < out[j].Kind+sandbox.ObjectKind(out[j].ID)
