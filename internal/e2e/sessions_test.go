@@ -259,3 +259,54 @@ func TestAttachAndDetach(t *testing.T) {
 	e.waitScreen(name, "hi from the fake server (turn 1)", 10*time.Second)
 	e.pd("rm", name)
 }
+
+// TestSetModelAndKeepVolume: set restarts claude with --resume and the new
+// model and effort; rm --keep-volume is recorded and prune keeps that
+// volume until --volumes.
+func TestSetModelAndKeepVolume(t *testing.T) {
+	e := newEnv(t)
+	name := "setter"
+	id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", "local"))
+	e.waitScreen(name, promptReady, 30*time.Second)
+	e.typeLine(name, "first")
+	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+	if out := e.pd("set", name, "--model", "claude-test-model", "--effort", "high"); !strings.Contains(out, "model claude-test-model, effort high") {
+		t.Fatalf("set: %s", out)
+	}
+	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second) // resumed, history redrawn
+	e.waitScreen(name, promptReady, 30*time.Second)
+	ps := e.pd("exec", name, "--", "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+	if !strings.Contains(ps, "--resume") || !strings.Contains(ps, "--model claude-test-model") || !strings.Contains(ps, "--effort high") {
+		t.Fatalf("claude was not restarted with the new choice: %s", ps)
+	}
+	n := len(e.fake.Requests())
+	e.typeLine(name, "second")
+	reqs := e.fake.WaitFor(n+1, 30*time.Second)
+	if got := reqs[len(reqs)-1].Model; got != "claude-test-model" {
+		t.Fatalf("the next request asks for %q", got)
+	}
+	if out, code := e.pdCode("set", name, "--effort", "extreme"); code != 2 || !strings.Contains(out, "not one of") {
+		t.Fatalf("bad effort: %d %s", code, out)
+	}
+
+	e.pd("rm", "--keep-volume", name)
+	if out := e.pd("ls", "-a", "--json"); !strings.Contains(out, `"keep_volume": true`) {
+		t.Fatalf("keep-volume not recorded: %s", out)
+	}
+	hasVolume := func() bool {
+		for _, o := range e.objectsOf(id) {
+			if o.Kind == "volume" {
+				return true
+			}
+		}
+		return false
+	}
+	e.pd("prune")
+	if !hasVolume() {
+		t.Fatal("prune removed a volume that rm --keep-volume kept")
+	}
+	e.pd("prune", "--volumes")
+	if hasVolume() || len(e.objectsOf(id)) != 0 {
+		t.Fatalf("prune --volumes left %+v", e.objectsOf(id))
+	}
+}

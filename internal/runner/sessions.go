@@ -82,7 +82,8 @@ func (r *Runner) getLive(id string) *live {
 func (r *Runner) setLive(id string, l *live) {
 	r.sess.mu.Lock()
 	defer r.sess.mu.Unlock()
-	if old := r.sess.live[id]; old != nil && old != l && old.link != nil {
+	// The old channel ends unless the new state keeps using it (set).
+	if old := r.sess.live[id]; old != nil && old.link != nil && (l == nil || l.link != old.link) {
 		old.link.Close()
 	}
 	if l == nil {
@@ -346,7 +347,12 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 cj=$1 st=$2; shift 2
 mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
 paddock guest put "$cj" "$st"  # stdin: .claude.json NUL settings.json
-tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null || true
+# An old server (set, re-adoption) goes first, and fully: a client that
+# reaches a server in its shutdown fails with "server exited unexpectedly".
+if tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
+  i=0; while tmux -L ` + TmuxSocket + ` has-session 2>/dev/null && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
+  sleep 0.05
+fi
 exec "$@"`
 	stdin := append(append(append([]byte{}, cj...), 0), sj...)
 	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON}, argv...)...); err != nil || code != 0 {
