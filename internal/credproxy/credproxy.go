@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/chansession"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/logkey"
@@ -186,22 +187,16 @@ func NewServer(h http.Handler, readHeaderTimeout time.Duration) *http.Server {
 
 type ctxKey int
 
-const (
-	keyChannelSession ctxKey = iota
-	keyState
-)
+const keyState ctxKey = iota
 
 // WithChannelSession marks a connection's context as arriving over the
 // named session's channel; only that session's token is accepted on it.
 // Use it from http.Server.ConnContext.
 func WithChannelSession(ctx context.Context, session string) context.Context {
-	return context.WithValue(ctx, keyChannelSession, session)
+	return chansession.With(ctx, session)
 }
 
-func channelSession(ctx context.Context) (string, bool) {
-	s, ok := ctx.Value(keyChannelSession).(string)
-	return s, ok
-}
+func channelSession(ctx context.Context) (string, bool) { return chansession.From(ctx) }
 
 // reqState travels from ServeHTTP to Rewrite and ModifyResponse.
 type reqState struct {

@@ -20,13 +20,21 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
 
-// Entry is one decision of the credential proxy.
+// Entry is one decision of the credential proxy or, with Kind "egress",
+// of the egress proxy.
 type Entry struct {
-	Time      time.Time `json:"time"`
-	Session   string    `json:"session"`
-	RequestID string    `json:"request_id"`
-	Method    string    `json:"method"`
-	Path      string    `json:"path"`
+	Time time.Time `json:"time"`
+	// Kind is "" for the credential proxy, "egress" for the egress proxy.
+	Kind string `json:"kind,omitempty"`
+	// Egress: the name and port asked for, the address dialed, the rule.
+	Host      string `json:"host,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	Addr      string `json:"addr,omitempty"`
+	Rule      string `json:"rule,omitempty"`
+	Session   string `json:"session"`
+	RequestID string `json:"request_id"`
+	Method    string `json:"method"`
+	Path      string `json:"path"`
 	// Decision is "forwarded", "refused" or "local" (answered by paddock).
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`

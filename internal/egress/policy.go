@@ -1,0 +1,184 @@
+// Package egress is the Runner's egress proxy and its decisions: which
+// names and ports a box may reach, which addresses may ever be dialed, and
+// the TLS ClientHello check that a tunnel goes where its CONNECT said.
+//
+// Decision code (policy.go, addr.go, hostport.go, clienthello.go) does no
+// I/O and is covered by table tests and fuzz targets; proxy.go does the I/O.
+package egress
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/idna"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+)
+
+// Rule matches a name and a port. Host is normalized; a leading "*."
+// matches any name below the rest (not the rest itself).
+type Rule struct {
+	Host string
+	Port int
+}
+
+func (r Rule) String() string { return r.Host + ":" + strconv.Itoa(r.Port) }
+
+// DefaultPort is the port of a rule that names none.
+const DefaultPort = 443
+
+var lookup = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true), idna.BidiRule())
+
+// Normalize makes a name comparable: lower case, no trailing dot, IDNA
+// (Unicode to punycode). It refuses empty labels, IP literals and
+// anything that is not a DNS name.
+func Normalize(host string) (string, error) {
+	h := strings.TrimSuffix(host, ".")
+	if h == "" || len(h) > 253 {
+		return "", fmt.Errorf("%q is not a host name: %w", host, errdefs.ErrInvalid)
+	}
+	a, err := lookup.ToASCII(h)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a valid host name: %w", host, errdefs.ErrInvalid)
+	}
+	a = strings.ToLower(a)
+	for _, l := range strings.Split(a, ".") {
+		if l == "" || len(l) > 63 {
+			return "", fmt.Errorf("%q has an empty or too long label: %w", host, errdefs.ErrInvalid)
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return "", fmt.Errorf("%q holds %q, not allowed in a host name: %w", host, c, errdefs.ErrInvalid)
+			}
+		}
+	}
+	if isNumeric(a) {
+		return "", fmt.Errorf("%q is an address, not a name; policies allow names only: %w", host, errdefs.ErrInvalid)
+	}
+	return a, nil
+}
+
+// isNumeric reports names whose last label is all digits (an IPv4 literal,
+// or a decimal/octal trick like 2130706433) or a hex number.
+func isNumeric(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if strings.HasPrefix(last, "0x") {
+		return true
+	}
+	for _, c := range last {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseRule reads "name[:port]" or "*.name[:port]"; the port defaults to 443.
+func ParseRule(s string) (Rule, error) {
+	host, port := s, DefaultPort
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		p, err := strconv.Atoi(s[i+1:])
+		if err != nil || p < 1 || p > 65535 {
+			return Rule{}, fmt.Errorf("rule %q: bad port: %w", s, errdefs.ErrInvalid)
+		}
+		host, port = s[:i], p
+	}
+	wild := strings.HasPrefix(host, "*.")
+	if wild {
+		host = host[2:]
+	}
+	if host == "*" || host == "" || strings.Contains(host, "*") {
+		return Rule{}, fmt.Errorf("rule %q: only a leading \"*.\" wildcard is allowed, never \"*\" alone (no box gets a wide-open posture): %w", s, errdefs.ErrInvalid)
+	}
+	n, err := Normalize(host)
+	if err != nil {
+		return Rule{}, fmt.Errorf("rule %q: %w", s, err)
+	}
+	if wild {
+		if !strings.Contains(n, ".") {
+			return Rule{}, fmt.Errorf("rule %q: a wildcard must sit above a registrable name, not a top-level domain: %w", s, errdefs.ErrInvalid)
+		}
+		n = "*." + n
+	}
+	return Rule{Host: n, Port: port}, nil
+}
+
+// matches reports whether the rule covers a normalized name and port.
+func (r Rule) matches(host string, port int) bool {
+	if r.Port != port {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(r.Host, "*."); ok {
+		return strings.HasSuffix(host, "."+rest)
+	}
+	return host == r.Host
+}
+
+// Policy is one session's egress policy. Deny wins over Allow.
+type Policy struct {
+	Posture string // "anthropic" or "allowlist" (offline has no policy)
+	Allow   []Rule
+	Deny    []Rule
+}
+
+// AnthropicRules is the anthropic posture: the API and nothing else.
+var AnthropicRules = []Rule{{Host: "api.anthropic.com", Port: 443}}
+
+// NewPolicy builds a policy from rule strings.
+func NewPolicy(posture string, allow, deny []string) (*Policy, error) {
+	p := &Policy{Posture: posture}
+	switch posture {
+	case "anthropic":
+		p.Allow = append(p.Allow, AnthropicRules...)
+	case "allowlist":
+	default:
+		return nil, fmt.Errorf("egress posture %q has no policy (anthropic or allowlist): %w", posture, errdefs.ErrInvalid)
+	}
+	for _, s := range allow {
+		r, err := ParseRule(s)
+		if err != nil {
+			return nil, err
+		}
+		p.Allow = append(p.Allow, r)
+	}
+	for _, s := range deny {
+		r, err := ParseRule(s)
+		if err != nil {
+			return nil, err
+		}
+		p.Deny = append(p.Deny, r)
+	}
+	if len(p.Allow) == 0 {
+		return nil, fmt.Errorf("egress allowlist is empty: give --allow NAME[:PORT] or use --egress offline: %w", errdefs.ErrInvalid)
+	}
+	return p, nil
+}
+
+// Decision is the outcome for one name and port.
+type Decision struct {
+	Allow bool
+	// Rule is the rule that decided, or "" when none matched.
+	Rule string
+	// Reason says why, for the log line and the 403 body.
+	Reason string
+}
+
+// Decide applies the policy to a raw host (normalized here) and port.
+func (p *Policy) Decide(rawHost string, port int) Decision {
+	host, err := Normalize(rawHost)
+	if err != nil {
+		return Decision{Reason: err.Error()}
+	}
+	for _, r := range p.Deny {
+		if r.matches(host, port) {
+			return Decision{Rule: "deny " + r.String(), Reason: fmt.Sprintf("%s:%d is denied by rule %s", host, port, r)}
+		}
+	}
+	for _, r := range p.Allow {
+		if r.matches(host, port) {
+			return Decision{Allow: true, Rule: "allow " + r.String(), Reason: "allowed by rule " + r.String()}
+		}
+	}
+	return Decision{Reason: fmt.Sprintf("%s:%d is not on the %s allowlist of this session", host, port, p.Posture)}
+}
