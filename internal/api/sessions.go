@@ -22,13 +22,17 @@ import (
 
 // CreateRequest asks for a new session.
 type CreateRequest struct {
-	Name           string `json:"name,omitempty"`
-	Backend        string `json:"backend,omitempty"`
-	Egress         string `json:"egress,omitempty"`
-	Workspace      string `json:"workspace,omitempty"`
-	Model          string `json:"model,omitempty"`
-	Effort         string `json:"effort,omitempty"`
-	CredentialMode string `json:"credential_mode,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	Egress  string `json:"egress,omitempty"`
+	// Allow lists NAME[:PORT] rules for the allowlist posture; EgressPolicy
+	// names a policy of the Runner's config instead (or as well).
+	Allow          []string `json:"allow,omitempty"`
+	EgressPolicy   string   `json:"egress_policy,omitempty"`
+	Workspace      string   `json:"workspace,omitempty"`
+	Model          string   `json:"model,omitempty"`
+	Effort         string   `json:"effort,omitempty"`
+	CredentialMode string   `json:"credential_mode,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
 }

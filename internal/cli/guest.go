@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 
 	"github.com/paddockhq/paddock/internal/guest"
@@ -27,6 +28,29 @@ func guestCmd(o IO) *cobra.Command {
 			return guest.Bridge(socket, o.Stdin, o.Stdout)
 		},
 	})
+	var proxy string
+	selftest := &cobra.Command{
+		Use:   "selftest",
+		Short: "Check from inside the box that its egress posture holds; JSON out, exit 1 on a leak",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			checks := guest.SelfTest(proxy)
+			enc := json.NewEncoder(o.Stdout)
+			for _, c := range checks {
+				if err := enc.Encode(c); err != nil {
+					return err
+				}
+			}
+			for _, c := range checks {
+				if !c.OK {
+					return exitError{1}
+				}
+			}
+			return nil
+		},
+	}
+	selftest.Flags().StringVar(&proxy, "proxy", "", "the egress proxy address in the box, if the posture has one")
+	cmd.AddCommand(selftest)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "put PATH...",
 		Short: "Write NUL-separated parts of stdin to the files, atomically",

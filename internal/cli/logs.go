@@ -6,15 +6,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/spf13/cobra"
 )
 
 func logsCmd(g *globals, o IO) *cobra.Command {
-	var asJSON bool
+	var asJSON, egressOnly bool
 	var n int
 	cmd := &cobra.Command{
 		Use:   "logs SESSION",
-		Short: "Print the credential proxy's decisions for a session, one line each",
+		Short: "Print a session's credential proxy decisions (or, with --egress, egress decisions), one line each",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
@@ -24,9 +25,18 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			es, err := api.NewClient(dirSocket(dir)).Logs(cmd.Context(), args[0], n)
+			all, err := api.NewClient(dirSocket(dir)).Logs(cmd.Context(), args[0], 0)
 			if err != nil {
 				return err
+			}
+			var es []decisionlog.Entry
+			for _, e := range all {
+				if (e.Kind == "egress") == egressOnly {
+					es = append(es, e)
+				}
+			}
+			if n > 0 && len(es) > n {
+				es = es[len(es)-n:]
 			}
 			if asJSON {
 				enc := json.NewEncoder(o.Stdout)
@@ -38,6 +48,14 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+			if egressOnly {
+				fmt.Fprintln(tw, "TIME\tDECISION\tHOST\tPORT\tADDRESS\tRULE\tIN\tOUT\tREASON")
+				for _, e := range es {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", e.Time.Local().Format("15:04:05.000"), e.Decision,
+						dash(e.Host), e.Port, dash(e.Addr), dash(e.Rule), e.BytesIn, e.BytesOut, e.Reason)
+				}
+				return tw.Flush()
+			}
 			fmt.Fprintln(tw, "TIME\tDECISION\tSTATUS\tMETHOD\tPATH\tMODEL\tIN\tOUT\tMS\tREASON")
 			for _, e := range es {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\n",
@@ -48,6 +66,7 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines")
+	cmd.Flags().BoolVar(&egressOnly, "egress", false, "the egress proxy's decisions (one per connection) instead of the API's")
 	cmd.Flags().IntVarP(&n, "tail", "n", 0, "only the last N lines (0: all)")
 	return cmd
 }

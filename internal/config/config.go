@@ -25,6 +25,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/egress"
 )
 
 // CurrentVersion is the only file format version this build reads.
@@ -40,6 +41,21 @@ type Config struct {
 	Claude    Claude    `toml:"claude"`
 	Local     Local     `toml:"local"`
 	Docker    Docker    `toml:"docker"`
+	Egress    Egress    `toml:"egress"`
+}
+
+// Egress configures the egress proxy.
+type Egress struct {
+	// MaxTunnels caps each session's open egress connections.
+	MaxTunnels int `toml:"max_tunnels"`
+	// Policies are named allowlists for `paddock run --egress-policy NAME`.
+	Policies map[string]EgressPolicy `toml:"policies"`
+}
+
+// EgressPolicy is a named allowlist: NAME[:PORT] and *.NAME[:PORT] rules.
+type EgressPolicy struct {
+	Allow []string `toml:"allow"`
+	Deny  []string `toml:"deny"`
 }
 
 // Sessions sets defaults for new sessions.
@@ -146,6 +162,7 @@ func Default() Config {
 		Sessions: Sessions{Backend: "local", MemoryMB: 4096, Pids: 1024, CPUs: 2},
 		Local:    Local{UIDBase: 200000},
 		Docker:   Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
+		Egress:   Egress{MaxTunnels: 64},
 	}
 }
 
@@ -236,7 +253,7 @@ var known = []string{
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "claude.binary",
-	"local.uid_base", "docker.host", "docker.image", "docker.runtime",
+	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies",
 }
 
 func hint(key string) string {
@@ -335,6 +352,14 @@ func (c Config) Validate() error {
 	}
 	if c.Docker.Image == "" {
 		return &Error{Key: "docker.image", Msg: "must name an image (see paddock image build)"}
+	}
+	if c.Egress.MaxTunnels < 1 || c.Egress.MaxTunnels > 100000 {
+		return &Error{Key: "egress.max_tunnels", Msg: fmt.Sprintf("%d is outside 1..100000", c.Egress.MaxTunnels)}
+	}
+	for name, p := range c.Egress.Policies {
+		if _, err := egress.NewPolicy("allowlist", p.Allow, p.Deny); err != nil {
+			return &Error{Key: "egress.policies." + name, Msg: err.Error()}
+		}
 	}
 	if c.Docker.Runtime != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`).MatchString(c.Docker.Runtime) {
 		return &Error{Key: "docker.runtime", Msg: fmt.Sprintf("%q is not a runtime name", c.Docker.Runtime)}

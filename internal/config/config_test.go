@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func TestBadFiles(t *testing.T) {
 		{"future_version.toml", "version", "reads version 1"},
 		{"bad_format.toml", "log.format", `"xml" is not one of`},
 		{"bad_backend.toml", "sessions.backend", `"vm" is not one of local, docker`},
+		{"bad_policy.toml", "egress.policies.npm", "never \"*\" alone"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file)
@@ -73,7 +75,7 @@ func TestBadFiles(t *testing.T) {
 func TestMissingFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "none.toml")
 	cfg, err := Load(p, false)
-	if err != nil || cfg != Default() {
+	if err != nil || !reflect.DeepEqual(cfg, Default()) {
 		t.Fatalf("optional missing file: %v", err)
 	}
 	if _, err := Load(p, true); err == nil || !errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credproxy"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
 )
 
 // In-box addresses of the Runner's services. A box's loopback is its own,
@@ -22,6 +23,11 @@ const (
 	BoxAPIAddr = "127.0.0.1:4141"
 	// ServiceAnthropic names the credential proxy on the channel.
 	ServiceAnthropic = "anthropic"
+	// BoxEgressAddr is the egress proxy in a box whose posture has one
+	// (HTTPS_PROXY=http://127.0.0.1:3128).
+	BoxEgressAddr = "127.0.0.1:3128"
+	// ServiceEgress names the egress proxy on the channel.
+	ServiceEgress = "egress"
 )
 
 // Link is the Runner's live channel to one box.
@@ -65,6 +71,22 @@ func (r *Runner) Link(ctx context.Context, be sandbox.Backend, boxID, session st
 	return l, nil
 }
 
+// linkSession links a session's box and, when its posture has one, opens
+// the egress proxy's address in the box too.
+func (r *Runner) linkSession(ctx context.Context, be sandbox.Backend, s *session.Session) (*Link, error) {
+	l, err := r.Link(ctx, be, s.BoxID, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	if s.Egress != session.EgressOffline {
+		if err := l.Client.Listen(BoxEgressAddr, ServiceEgress, time.Now().Add(30*time.Second)); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("open the egress address in the box: %w", err)
+		}
+	}
+	return l, nil
+}
+
 // serveForwards answers the streams the guest opens for forwarded connections.
 func (r *Runner) serveForwards(l *Link) {
 	for {
@@ -72,7 +94,11 @@ func (r *Runner) serveForwards(l *Link) {
 		if err != nil {
 			return
 		}
-		if h.Type != channel.TypeForward || h.Service != ServiceAnthropic {
+		target := r.boxConns
+		if h.Service == ServiceEgress {
+			target = r.egressConns
+		}
+		if h.Type != channel.TypeForward || h.Service != ServiceAnthropic && h.Service != ServiceEgress {
 			_ = channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
 			st.Close()
 			r.log.Warn("box asked for an unknown service", logkey.Session, l.Session, "service", h.Service)
@@ -82,7 +108,7 @@ func (r *Runner) serveForwards(l *Link) {
 			st.Close()
 			continue
 		}
-		if !r.boxConns.push(&sessionConn{Conn: st, r: br, session: l.Session}) {
+		if !target.push(&sessionConn{Conn: st, r: br, session: l.Session}) {
 			st.Close()
 			return
 		}

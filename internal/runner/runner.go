@@ -23,6 +23,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy"
 	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -44,6 +45,12 @@ type Options struct {
 	// Backends, if set, replaces the backends the Runner would make from
 	// its configuration (tests).
 	Backends map[string]sandbox.Backend
+	// EgressResolver replaces the resolver of the egress proxy (tests).
+	EgressResolver egress.Resolver
+	// UnsafeEgressLoopbackForTests lets the egress proxy dial loopback
+	// addresses, so tests can stand "the internet" up on 127.0.0.1. Only
+	// Go code can set it: no flag or config key does.
+	UnsafeEgressLoopbackForTests bool
 }
 
 // Runner is one running `paddock serve`.
@@ -59,10 +66,14 @@ type Runner struct {
 	upstream  string
 	started   time.Time
 
-	apiLn    net.Listener
-	proxyLn  net.Listener
-	proxyAt  string
-	boxConns *chanListener // connections forwarded from boxes' channels
+	apiLn       net.Listener
+	proxyLn     net.Listener
+	proxyAt     string
+	boxConns    *chanListener // API connections forwarded from boxes' channels
+	egressConns *chanListener // egress connections forwarded from boxes' channels
+	egress      *egress.Proxy
+	pmu         sync.Mutex
+	policies    map[string]*egress.Policy // by session id; none means offline
 
 	sess sessionsState
 	// id names this Runner's state (meta/runner_id) on shared daemons.
@@ -84,6 +95,7 @@ func New(opts Options) (_ *Runner, err error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
+		egressConns: newChanListener(), policies: map[string]*egress.Policy{},
 		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},
 		adopted:  make(chan struct{}),
 		backends: map[string]sandbox.Backend{}}
@@ -143,7 +155,46 @@ func New(opts Options) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.egress = egress.New(egress.Options{
+		Policy:                      r.policy,
+		Resolver:                    opts.EgressResolver,
+		Log:                         r.log.With(logkey.Component, "egress"),
+		Decisions:                   r.decisions,
+		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
+		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
+	})
 	return r, nil
+}
+
+func (r *Runner) policy(session string) *egress.Policy {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	return r.policies[session]
+}
+
+// setPolicy installs a session's egress policy (none for offline).
+func (r *Runner) setPolicy(s *session.Session) error {
+	var p *egress.Policy
+	if s.Egress != session.EgressOffline {
+		var err error
+		if p, err = egress.NewPolicy(s.Egress, s.EgressAllow, s.EgressDeny); err != nil {
+			return err
+		}
+	}
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	if p == nil {
+		delete(r.policies, s.ID)
+	} else {
+		r.policies[s.ID] = p
+	}
+	return nil
+}
+
+func (r *Runner) dropPolicy(id string) {
+	r.pmu.Lock()
+	defer r.pmu.Unlock()
+	delete(r.policies, id)
 }
 
 // runnerID returns the id kept in the store, making one on first start.
@@ -237,7 +288,9 @@ func (r *Runner) Serve(ctx context.Context) error {
 	// each carries its session in its context.
 	boxSrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	boxSrv.ConnContext = connContext
-	errc := make(chan error, 3)
+	egressSrv := &http.Server{Handler: r.egress, ReadHeaderTimeout: 30 * time.Second, ConnContext: connContext, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 4)
+	go func() { errc <- egressSrv.Serve(r.egressConns) }()
 	go func() { errc <- apiSrv.Serve(r.apiLn) }()
 	go func() { errc <- boxSrv.Serve(r.boxConns) }()
 	if r.proxyLn != nil {
@@ -262,6 +315,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	_ = apiSrv.Shutdown(sctx)
 	_ = proxySrv.Shutdown(sctx)
 	_ = boxSrv.Shutdown(sctx)
+	_ = egressSrv.Close() // tunnels are long-lived; they end with the Runner
 	r.proxy.Drain()
 	// Boxes keep running; only this Runner's channels to them end.
 	r.sess.mu.Lock()
@@ -288,6 +342,7 @@ func (r *Runner) Close() error {
 			r.proxyLn.Close()
 		}
 		r.boxConns.Close()
+		r.egressConns.Close()
 		if r.decisions != nil {
 			r.decisions.Close()
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -164,8 +165,35 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	default:
 		return session.Session{}, fmt.Errorf("credential mode %q is not proxy or direct: %w", req.CredentialMode, errdefs.ErrInvalid)
 	}
+	var allow, deny []string
+	switch req.Egress {
+	case session.EgressOffline:
+		if len(req.Allow) > 0 || req.EgressPolicy != "" {
+			return session.Session{}, fmt.Errorf("--allow and --egress-policy need --egress allowlist: %w", errdefs.ErrInvalid)
+		}
+	case session.EgressAnthropic:
+		if len(req.Allow) > 0 || req.EgressPolicy != "" {
+			return session.Session{}, fmt.Errorf("the anthropic posture allows the API only; for more use --egress allowlist: %w", errdefs.ErrInvalid)
+		}
+	case session.EgressAllowlist:
+		if mode == session.ModeDirect {
+			return session.Session{}, fmt.Errorf("credential mode direct needs egress offline or anthropic, not allowlist: %w", errdefs.ErrForbidden)
+		}
+		allow = append(allow, req.Allow...)
+		if req.EgressPolicy != "" {
+			p, ok := r.opts.Config.Egress.Policies[req.EgressPolicy]
+			if !ok {
+				return session.Session{}, fmt.Errorf("no egress policy %q in the Runner's config: %w", req.EgressPolicy, errdefs.ErrNotFound)
+			}
+			allow, deny = append(allow, p.Allow...), append(deny, p.Deny...)
+		}
+	default:
+		return session.Session{}, fmt.Errorf("egress %q is not offline, anthropic or allowlist: %w", req.Egress, errdefs.ErrInvalid)
+	}
 	if req.Egress != session.EgressOffline {
-		return session.Session{}, fmt.Errorf("egress %q is not available yet; only offline: %w", req.Egress, errdefs.ErrInvalid)
+		if _, err := egress.NewPolicy(req.Egress, allow, deny); err != nil {
+			return session.Session{}, err
+		}
 	}
 	if err := session.ValidModel(req.Model); err != nil {
 		return session.Session{}, err
@@ -213,14 +241,14 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
-		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, Workspace: req.Workspace,
+		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace,
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now}
 	unlock := r.sessionLock(id)
 	defer unlock()
 	if err := r.save(&s); err != nil {
 		return session.Session{}, err
 	}
-	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: id, Image: r.opts.Config.Docker.Image, Workspace: req.Workspace, Limits: r.limits()})
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: id, Workspace: req.Workspace, Limits: r.limits()})
 	if err != nil {
 		r.fail(&s, "create box: "+err.Error())
 		return s, err
@@ -254,9 +282,19 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		r.fail(s, "start box: "+err.Error())
 		return err
 	}
-	link, err := r.Link(ctx, be, s.BoxID, s.ID)
+	if err := r.setPolicy(s); err != nil {
+		r.fail(s, "egress policy: "+err.Error())
+		return err
+	}
+	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		r.fail(s, "connect to box: "+err.Error())
+		return err
+	}
+	if err := r.selfTest(link, s); err != nil {
+		link.Close()
+		r.fail(s, err.Error())
+		_ = be.Stop(ctx, s.BoxID, sandbox.StopOptions{})
 		return err
 	}
 	env, err := r.launch(ctx, s, link)
@@ -329,6 +367,11 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	if s.CredentialMode == session.ModeProxy {
 		o.BaseURL = "http://" + BoxAPIAddr
 	}
+	if s.Egress != session.EgressOffline {
+		p := "http://" + BoxEgressAddr
+		o.Extra = append(o.Extra, "HTTPS_PROXY="+p, "HTTP_PROXY="+p, "https_proxy="+p, "http_proxy="+p,
+			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	}
 	env := claudecode.Env(o)
 
 	// A second exec writes both files atomically, replaces any running tmux
@@ -359,6 +402,38 @@ exec "$@"`
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
+}
+
+// selfTest runs `paddock guest selftest` in the box before claude starts:
+// the session fails, with the failed checks as its reason, if the posture
+// leaks.
+func (r *Runner) selfTest(link *Link, s *session.Session) error {
+	args := []string{"guest", "selftest"}
+	if s.Egress != session.EgressOffline {
+		args = append(args, "--proxy", BoxEgressAddr)
+	}
+	out, code, err := runIn(link.Client, []string{"PATH=/opt/paddock/bin:/usr/local/bin:/usr/bin:/bin"}, nil, "paddock", args...)
+	if err != nil {
+		return fmt.Errorf("egress self-test: %w", err)
+	}
+	if code != 0 {
+		var failed []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var c struct {
+				Name   string `json:"name"`
+				OK     bool   `json:"ok"`
+				Detail string `json:"detail"`
+			}
+			if json.Unmarshal([]byte(l), &c) == nil && !c.OK {
+				failed = append(failed, c.Name+": "+c.Detail)
+			}
+		}
+		if len(failed) == 0 {
+			failed = append(failed, strings.TrimSpace(out))
+		}
+		return fmt.Errorf("egress self-test failed in the box, claude not started: %s", strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 // runIn runs a command in the box and returns its combined output.
@@ -400,6 +475,7 @@ func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error)
 	if err := r.tokens.Revoke(s.ID); err != nil {
 		return s, err
 	}
+	r.dropPolicy(s.ID)
 	r.setLive(s.ID, nil)
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
@@ -448,7 +524,7 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 	}
 	// A failed session may have lost its box: make a new one on the same volume.
 	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
-		bx, err := be.Create(ctx, sandbox.CreateOptions{Session: s.ID, Image: r.opts.Config.Docker.Image, Workspace: s.Workspace, Limits: r.limits()})
+		bx, err := be.Create(ctx, sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, Limits: r.limits()})
 		if err != nil {
 			r.fail(&s, "re-create box: "+err.Error())
 			return s, err
@@ -479,6 +555,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 	if err := r.tokens.Revoke(s.ID); err != nil {
 		return s, err
 	}
+	r.dropPolicy(s.ID)
 	r.setLive(s.ID, nil)
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
@@ -698,7 +775,11 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 		return
 	}
 	// Running: re-adopt.
-	link, err := r.Link(ctx, be, s.BoxID, s.ID)
+	if err := r.setPolicy(s); err != nil {
+		r.fail(s, "egress policy: "+err.Error())
+		return
+	}
+	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		r.fail(s, "re-adopt: "+err.Error())
 		return

@@ -87,7 +87,8 @@ const (
 	ModeDirect CredentialMode = "direct"
 )
 
-// Egress postures (enforced in a later part; offline is the only one now).
+// Egress postures: offline (no egress proxy at all), anthropic (the API
+// only), allowlist (the session's rules).
 const (
 	EgressOffline   = "offline"
 	EgressAnthropic = "anthropic"
@@ -108,9 +109,12 @@ type Session struct {
 	CredentialMode CredentialMode `json:"credential_mode"`
 	CredentialKind string         `json:"credential_kind,omitempty"`
 	Egress         string         `json:"egress"`
-	Workspace      string         `json:"workspace,omitempty"`
-	Model          string         `json:"model,omitempty"`
-	Effort         string         `json:"effort,omitempty"`
+	// EgressAllow and EgressDeny are the session's rules (allowlist posture).
+	EgressAllow []string `json:"egress_allow,omitempty"`
+	EgressDeny  []string `json:"egress_deny,omitempty"`
+	Workspace   string   `json:"workspace,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	Effort      string   `json:"effort,omitempty"`
 
 	// ClaudeSessionID is Claude Code's conversation id (--session-id, then
 	// --resume); Started tells whether claude ran once already.

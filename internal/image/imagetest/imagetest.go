@@ -21,7 +21,7 @@ import (
 )
 
 // BaseTag is the test base `make deps` imports.
-const BaseTag = "paddock-test/base:bookworm"
+const BaseTag = "paddock-test/base:bookworm-2"
 
 // Tag is the test box image.
 const Tag = "paddock-test/box:claude-" + claudecode.PinnedVersion

@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+)
+
+// testCA makes a CA and a leaf for names, returning the CA in PEM and the
+// leaf as a tls.Certificate.
+func testCA(t *testing.T, names ...string) ([]byte, tls.Certificate) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "paddock test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caT, caT, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafT := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafT, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
+}
+
+// loopResolver maps every name it knows to one loopback address: "the
+// internet" of this test lives on 127.0.0.2.
+type loopResolver map[string]string
+
+func (m loopResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := m[host]; ok {
+		return []netip.Addr{netip.MustParseAddr(a)}, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
+}
+
+// TestDirectAnthropicThroughEgress: the real pinned claude in a
+// direct-mode, anthropic-posture box reaches "api.anthropic.com" (the
+// fake, behind TLS from a test CA) through the egress proxy, while curl to
+// any other name from the same box is denied and logged.
+func TestDirectAnthropicThroughEgress(t *testing.T) {
+	backends := testBackends(t)
+	caPEM, leaf := testCA(t, "api.anthropic.com")
+	fake := fakeapi.New(ownerOAuth)
+	ln, err := net.Listen("tcp", "127.0.0.2:443")
+	if err != nil {
+		t.Fatalf("the fake API needs 127.0.0.2:443: %v", err)
+	}
+	srv := &http.Server{Handler: fake, TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config.Default()
+	cfg.Proxy.Listen = "off"
+	logs := &syncBuf{}
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth},
+		Log: slog.New(slog.NewJSONHandler(logs, nil)), Backends: backends,
+		EgressResolver: loopResolver{"api.anthropic.com": "127.0.0.2", "example.com": "127.0.0.2"}, UnsafeEgressLoopbackForTests: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	for name := range backends {
+		t.Run(name, func(t *testing.T) {
+			s, err := r.CreateSession(context.Background(), api.CreateRequest{Name: "direct-" + name, Backend: name, Egress: "anthropic", CredentialMode: "direct"})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, logs.String())
+			}
+			defer r.RemoveSession(context.Background(), s.ID, false)
+			run := func(stdin string, extra []string, argv ...string) (string, int) {
+				var out strings.Builder
+				p, err := r.Exec(context.Background(), s.ID, channel.ExecOptions{Argv: argv, Env: extra, Stdout: &out, Stderr: &out})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stdin != "" {
+					p.Write([]byte(stdin))
+				}
+				p.CloseStdin()
+				code, _ := p.Wait()
+				return out.String(), code
+			}
+			if out, code := run(string(caPEM), nil, "paddock", "guest", "put", "/tmp/ca.pem"); code != 0 {
+				t.Fatalf("put CA: %s", out)
+			}
+			before := len(fake.Requests())
+			out, code := run("", []string{"NODE_EXTRA_CA_CERTS=/tmp/ca.pem", "CLAUDE_CODE_MAX_RETRIES=0"}, "claude", "-p", "say hi")
+			if code != 0 || !strings.Contains(out, "hi from the fake server") {
+				t.Fatalf("claude through the egress proxy: %d %s\n%s", code, out, logs.String())
+			}
+			reqs := fake.Requests()
+			if len(reqs) <= before || reqs[len(reqs)-1].Credential != ownerOAuth {
+				t.Fatalf("the API saw %d requests", len(reqs)-before)
+			}
+			out, code = run("", nil, "curl", "-sS", "-o", "/dev/null", "--max-time", "10", "https://example.com/")
+			if code == 0 || !strings.Contains(out, "403") {
+				t.Fatalf("curl to another name: %d %s", code, out)
+			}
+			// Without the proxy, nothing: no route, no resolver.
+			out, code = run("", nil, "curl", "-sS", "--noproxy", "*", "--max-time", "5", "https://api.anthropic.com/")
+			if code == 0 {
+				t.Fatalf("a direct connection worked: %s", out)
+			}
+			es, _ := r.Logs(context.Background(), s.ID, 0)
+			var allowed, denied bool
+			for _, e := range es {
+				if e.Kind != "egress" {
+					continue
+				}
+				allowed = allowed || e.Decision == "allowed" && e.Host == "api.anthropic.com" && e.Addr == "127.0.0.2:443" && e.BytesOut > 0
+				denied = denied || e.Decision == "denied" && e.Host == "example.com" && strings.Contains(e.Reason, "not on the anthropic allowlist")
+			}
+			if !allowed || !denied {
+				t.Fatalf("egress log: allowed=%v denied=%v: %+v", allowed, denied, es)
+			}
+		})
+	}
+}
