@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
@@ -38,11 +39,19 @@ func Normalize(host string) (string, error) {
 	if h == "" || len(h) > 253 {
 		return "", fmt.Errorf("%q is not a host name: %w", host, errdefs.ErrInvalid)
 	}
+	if !utf8.ValidString(h) {
+		return "", fmt.Errorf("%q is not UTF-8: %w", host, errdefs.ErrInvalid)
+	}
 	a, err := lookup.ToASCII(h)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a valid host name: %w", host, errdefs.ErrInvalid)
 	}
 	a = strings.ToLower(a)
+	// The result must be a fixed point: a punycode label that does not
+	// decode back to valid IDNA is refused, so one name has one spelling.
+	if again, err := lookup.ToASCII(a); err != nil || again != a {
+		return "", fmt.Errorf("%q does not normalize to a stable name: %w", host, errdefs.ErrInvalid)
+	}
 	for _, l := range strings.Split(a, ".") {
 		if l == "" || len(l) > 63 {
 			return "", fmt.Errorf("%q has an empty or too long label: %w", host, errdefs.ErrInvalid)
