@@ -342,3 +342,24 @@ func TestNoSessionNoEgress(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleTunnelEnds(t *testing.T) {
+	f := setup(t, 0)
+	f.proxy.o.IdleTimeout = 300 * time.Millisecond
+	c, br, resp := f.connect(t, fmt.Sprintf("tls.test:%d", f.tlsPort))
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	tc := tls.Client(&bufConn{c, br}, &tls.Config{ServerName: "tls.test", InsecureSkipVerify: true})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	t0 := time.Now()
+	if _, err := tc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read data from a silent tunnel")
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("an idle tunnel lived %v", d)
+	}
+}
