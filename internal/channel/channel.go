@@ -103,25 +103,35 @@ func (c *Client) open(h Header, deadline time.Time) (net.Conn, *bufio.Reader, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("channel: open stream: %w", err)
 	}
+	br, _, err := exchange(st, h, deadline)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, br, nil
+}
+
+// exchange sends the header on a fresh stream and reads the reply; a
+// refusal is a *RemoteError. On any error the stream is closed.
+func exchange(st net.Conn, h Header, deadline time.Time) (*bufio.Reader, Reply, error) {
 	if !deadline.IsZero() {
 		_ = st.SetDeadline(deadline)
 	}
 	if err := WriteJSONLine(st, h); err != nil {
 		st.Close()
-		return nil, nil, err
+		return nil, Reply{}, err
 	}
 	br := bufio.NewReaderSize(st, 32<<10)
 	var r Reply
 	if err := ReadJSONLine(br, &r); err != nil {
 		st.Close()
-		return nil, nil, fmt.Errorf("channel: %s: read reply: %w", h.Type, err)
+		return nil, Reply{}, fmt.Errorf("channel: %s: read reply: %w", h.Type, err)
 	}
 	_ = st.SetDeadline(time.Time{})
 	if !r.OK {
 		st.Close()
-		return nil, nil, &RemoteError{Op: h.Type, Msg: r.Error}
+		return nil, r, &RemoteError{Op: h.Type, Msg: r.Error}
 	}
-	return st, br, nil
+	return br, r, nil
 }
 
 // RemoteError is an error the guest reported.
@@ -136,17 +146,11 @@ func (c *Client) Ping(deadline time.Time) (Reply, time.Duration, error) {
 	if err != nil {
 		return Reply{}, 0, err
 	}
-	defer st.Close()
-	if !deadline.IsZero() {
-		_ = st.SetDeadline(deadline)
-	}
-	if err := WriteJSONLine(st, Header{Type: TypePing}); err != nil {
+	_, r, err := exchange(st, Header{Type: TypePing}, deadline)
+	if err != nil {
 		return Reply{}, 0, err
 	}
-	var r Reply
-	if err := ReadJSONLine(bufio.NewReader(st), &r); err != nil {
-		return Reply{}, 0, fmt.Errorf("channel: ping: %w", err)
-	}
+	st.Close()
 	return r, time.Since(t0), nil
 }
 
@@ -260,19 +264,9 @@ func (s *Server) OpenForward(service string) (net.Conn, *bufio.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := WriteJSONLine(st, Header{Type: TypeForward, Service: service}); err != nil {
-		st.Close()
+	br, _, err := exchange(st, Header{Type: TypeForward, Service: service}, time.Time{})
+	if err != nil {
 		return nil, nil, err
-	}
-	br := bufio.NewReaderSize(st, 32<<10)
-	var r Reply
-	if err := ReadJSONLine(br, &r); err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	if !r.OK {
-		st.Close()
-		return nil, nil, &RemoteError{Op: "forward", Msg: r.Error}
 	}
 	return st, br, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 func run(t *testing.T, stdin string, env []string, args ...string) (int, string, string) {
@@ -99,7 +101,7 @@ func TestCommandsSayHowToStartTheRunner(t *testing.T) {
 func TestServeLogsAndStops(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncWriter
+	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"--state-dir", dir, "--log-format", "json", "serve", "--proxy-listen", "off"},

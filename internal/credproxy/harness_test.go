@@ -2,7 +2,6 @@ package credproxy
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // Fake credentials: obviously not real.
@@ -39,15 +39,6 @@ func (m *memSink) all() []decisionlog.Entry {
 	return append([]decisionlog.Entry(nil), m.e...)
 }
 
-// syncBuf is a goroutine-safe log buffer.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 type harness struct {
 	t        *testing.T
 	up       *httptest.Server
@@ -56,7 +47,7 @@ type harness struct {
 	srv      *httptest.Server
 	reg      *sessiontoken.Registry
 	sink     *memSink
-	logs     *syncBuf
+	logs     *testenv.Buffer
 	token    secret.Value // live token of session "s1"
 	kind     credential.Kind
 	real     string
@@ -102,7 +93,7 @@ func newHarnessConnState(t *testing.T, kind credential.Kind, upstream http.Handl
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, up: up, upstream: upstream, reg: reg, sink: &memSink{}, logs: &syncBuf{}, token: tok, kind: kind, real: real}
+	h := &harness{t: t, up: up, upstream: upstream, reg: reg, sink: &memSink{}, logs: &testenv.Buffer{}, token: tok, kind: kind, real: real}
 	h.hits = func() int { ch.mu.Lock(); defer ch.mu.Unlock(); return ch.n }
 	opts := Options{
 		Upstream:   u,

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // proxyStatus sends one request with token to the Runner's host proxy socket.
@@ -242,7 +244,7 @@ func TestAttachAndDetach(t *testing.T) {
 	in := &slowReader{pause: 700 * time.Millisecond, done: make(chan struct{}),
 		chunks: [][]byte{[]byte("say hi"), []byte("\r"), {0x10}, {0x11}}}
 	defer close(in.done)
-	var out syncBuilder
+	var out testenv.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := mainWithStdin2(ctx, e, in, &out, "attach", name)

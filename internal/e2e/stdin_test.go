@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync"
 
 	"github.com/paddockhq/paddock/internal/cli"
 )
@@ -16,15 +15,3 @@ func mainWithStdin(ctx context.Context, e *env, stdin string, out io.Writer, arg
 func mainWithStdin2(ctx context.Context, e *env, stdin io.Reader, out io.Writer, args ...string) int {
 	return cli.Main(ctx, append([]string{"--state-dir", e.dir}, args...), cli.IO{Stdin: stdin, Stdout: out, Stderr: out, Env: []string{"PATH=/usr/bin:/bin"}})
 }
-
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuilder) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

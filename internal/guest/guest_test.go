@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // startGuest runs a guest in this process (without reaping) and connects.
@@ -91,7 +92,7 @@ func TestExecLargeOutput(t *testing.T) {
 
 func TestExecTTYAndSignal(t *testing.T) {
 	cl := startGuest(t)
-	var out syncBuffer
+	var out testenv.Buffer
 	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", "stty size; tty; read x; echo got $x"}, Env: env, TTY: true, Rows: 33, Cols: 111, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)

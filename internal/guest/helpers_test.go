@@ -1,27 +1,15 @@
 package guest
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func waitFor(t *testing.T, b *syncBuffer, s string) {
+func waitFor(t *testing.T, b *testenv.Buffer, s string) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
 		if strings.Contains(b.String(), s) {

@@ -24,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // testCA makes a CA and a leaf for names, returning the CA in PEM and the
@@ -80,7 +81,7 @@ func TestDirectAnthropicThroughEgress(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config.Default()
 	cfg.Proxy.Listen = "off"
-	logs := &syncBuf{}
+	logs := &testenv.Buffer{}
 	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth},
 		Log: slog.New(slog.NewJSONHandler(logs, nil)), Backends: backends,
 		EgressResolver: loopResolver{"api.anthropic.com": "127.0.0.2", "example.com": "127.0.0.2"}, UnsafeEgressLoopbackForTests: true})

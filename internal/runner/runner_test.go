@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,21 +20,14 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/statedir"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type testRunner struct {
 	*Runner
 	dir    string
 	fake   *fakeapi.Server
-	logs   *syncBuf
+	logs   *testenv.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -50,7 +42,7 @@ func startRunner(t *testing.T, env []string, fakeCreds []string, listen string) 
 	cfg := config.Default()
 	cfg.Anthropic.Upstream = up.URL
 	cfg.Proxy.Listen = listen
-	logs := &syncBuf{}
+	logs := &testenv.Buffer{}
 	r, err := New(Options{StateDir: dir, Config: cfg, Env: env, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -454,29 +454,52 @@ func runIn(cl *channel.Client, env []string, stdin []byte, argv0 string, args ..
 	return out.String(), code, err
 }
 
-// Sleep revokes the session's token and stops its box; the volume keeps
-// the conversation.
-func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
+// lockSession is how every operation on one session begins: wait for the
+// start-up re-adoption, resolve ref, take the session's lock, read the
+// record again under it, and check op against the state (the one guard).
+// The caller runs unlock when done.
+func (r *Runner) lockSession(ctx context.Context, ref string, op session.Op) (session.Session, func(), error) {
 	if err := r.waitAdopted(ctx); err != nil {
-		return session.Session{}, err
+		return session.Session{}, nil, err
 	}
 	s, err := r.Session(ctx, ref)
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	unlock := r.sessionLock(s.ID)
-	defer unlock()
 	if s, err = r.reload(s.ID); err != nil {
+		unlock()
+		return s, nil, err
+	}
+	if err := session.Check(op, s.Name, s.Observed); err != nil {
+		unlock()
+		return s, nil, err
+	}
+	return s, unlock, nil
+}
+
+// detach cuts a session's live side in the Runner: its token is revoked
+// (refused from now on), its egress policy dropped, its channel closed.
+func (r *Runner) detach(id string) error {
+	if err := r.tokens.Revoke(id); err != nil {
+		return err
+	}
+	r.dropPolicy(id)
+	r.setLive(id, nil)
+	return nil
+}
+
+// Sleep revokes the session's token and stops its box; the volume keeps
+// the conversation.
+func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
+	s, unlock, err := r.lockSession(ctx, ref, session.OpSleep)
+	if err != nil {
 		return s, err
 	}
-	if err := session.Check(session.OpSleep, s.Name, s.Observed); err != nil {
+	defer unlock()
+	if err := r.detach(s.ID); err != nil {
 		return s, err
 	}
-	if err := r.tokens.Revoke(s.ID); err != nil {
-		return s, err
-	}
-	r.dropPolicy(s.ID)
-	r.setLive(s.ID, nil)
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return s, err
@@ -503,21 +526,11 @@ func (r *Runner) reload(id string) (session.Session, error) {
 // Wake starts an asleep (or failed, or never started) session: a new
 // token, and claude --resume.
 func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) {
-	if err := r.waitAdopted(ctx); err != nil {
-		return session.Session{}, err
-	}
-	s, err := r.Session(ctx, ref)
+	s, unlock, err := r.lockSession(ctx, ref, session.OpWake)
 	if err != nil {
 		return s, err
 	}
-	unlock := r.sessionLock(s.ID)
 	defer unlock()
-	if s, err = r.reload(s.ID); err != nil {
-		return s, err
-	}
-	if err := session.Check(session.OpWake, s.Name, s.Observed); err != nil {
-		return s, err
-	}
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return s, err
@@ -537,26 +550,14 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 // RemoveSession stops and deletes the box and, unless keepVolume (which is
 // recorded), the volume.
 func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error) {
-	if err := r.waitAdopted(ctx); err != nil {
-		return session.Session{}, err
-	}
-	s, err := r.Session(ctx, ref)
+	s, unlock, err := r.lockSession(ctx, ref, session.OpRemove)
 	if err != nil {
 		return s, err
 	}
-	unlock := r.sessionLock(s.ID)
 	defer unlock()
-	if s, err = r.reload(s.ID); err != nil {
+	if err := r.detach(s.ID); err != nil {
 		return s, err
 	}
-	if err := session.Check(session.OpRemove, s.Name, s.Observed); err != nil {
-		return s, err
-	}
-	if err := r.tokens.Revoke(s.ID); err != nil {
-		return s, err
-	}
-	r.dropPolicy(s.ID)
-	r.setLive(s.ID, nil)
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return s, err
@@ -599,21 +600,11 @@ func (r *Runner) removeSessionObjects(ctx context.Context, be sandbox.Backend, i
 // Set changes the model or effort and, if the session runs, restarts
 // claude with --resume and the new choice.
 func (r *Runner) Set(ctx context.Context, ref string, req api.SetRequest) (session.Session, error) {
-	if err := r.waitAdopted(ctx); err != nil {
-		return session.Session{}, err
-	}
-	s, err := r.Session(ctx, ref)
+	s, unlock, err := r.lockSession(ctx, ref, session.OpSet)
 	if err != nil {
 		return s, err
 	}
-	unlock := r.sessionLock(s.ID)
 	defer unlock()
-	if s, err = r.reload(s.ID); err != nil {
-		return s, err
-	}
-	if err := session.Check(session.OpSet, s.Name, s.Observed); err != nil {
-		return s, err
-	}
 	if req.Model != nil {
 		if err := session.ValidModel(*req.Model); err != nil {
 			return s, err

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -144,3 +145,15 @@ func TraversableTempDir(t testing.TB) string {
 func UniqueOwner(t testing.TB) string {
 	return fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano())
 }
+
+// Buffer is a goroutine-safe bytes.Buffer for logs and output in tests.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *Buffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+
+// String returns what was written so far.
+func (s *Buffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
