@@ -1,0 +1,146 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// realTmux starts a tmux server running sh in a 80x24 pane and a control
+// client attached to it; it returns the mirror and a function that reads
+// the pane the way tmux itself sees it.
+func realTmux(t *testing.T) (*Mirror, func() string) {
+	t.Helper()
+	testenv.LookPath(t, "tmux")
+	sock := fmt.Sprintf("pdk-mirror-%d", time.Now().UnixNano())
+	tm := func(args ...string) string {
+		out, err := exec.Command("tmux", append([]string{"-L", sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	tm("new-session", "-d", "-s", "m", "-x", "80", "-y", "24", "env", "PS1=$ ", "TERM=xterm", "sh")
+	t.Cleanup(func() { exec.Command("tmux", "-L", sock, "kill-server").Run() })
+	pane := strings.TrimSpace(tm("display-message", "-p", "-t", "m", "#{pane_id}"))
+	cc := exec.Command("tmux", "-L", sock, "-C", "attach", "-t", "m")
+	w, _ := cc.StdinPipe()
+	r, _ := cc.StdoutPipe()
+	if err := cc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); cc.Process.Kill(); cc.Wait() })
+	return New(w, r, pane), func() string { return tm("capture-pane", "-p", "-t", pane) }
+}
+
+func readUntil(t *testing.T, p *Participant, want string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var all strings.Builder
+	for !strings.Contains(all.String(), want) {
+		b, err := p.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %q: %v; got %q", want, err, all.String())
+		}
+		all.Write(b)
+	}
+	return all.String()
+}
+
+func TestLateJoinerSeesTheScreen(t *testing.T) {
+	m, _ := realTmux(t)
+	ctx := context.Background()
+	d, err := m.Join(ctx, Driver, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Send(ctx, []byte("echo mark-$((40+2))\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, d, "mark-42")
+	late, err := m.Join(ctx, Observer, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := late.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(snap, []byte("\x1b[0m\x1b[H\x1b[2J")) || !bytes.Contains(snap, []byte("mark-42")) || !bytes.Contains(snap, []byte("echo mark-$((40+2))")) {
+		t.Fatalf("the late joiner's first output is not the screen: %q", snap)
+	}
+	// And then the live output.
+	d.Send(ctx, []byte("echo live-$((1+1))\r"))
+	readUntil(t, late, "live-2")
+}
+
+func TestObserverCannotType(t *testing.T) {
+	m, screen := realTmux(t)
+	ctx := context.Background()
+	o, err := m.Join(ctx, Observer, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Join(ctx, Driver, 24, 80)
+	if err := o.Send(ctx, []byte("echo observer-typed\r")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("observer send: %v", err)
+	}
+	d.Send(ctx, []byte("echo driver-$((2*3))\r"))
+	readUntil(t, d, "driver-6")
+	if s := screen(); strings.Contains(s, "observer-typed") || !strings.Contains(s, "driver-6") {
+		t.Fatalf("screen: %s", s)
+	}
+}
+
+func TestStalledParticipantDoesNotSlowDriver(t *testing.T) {
+	m, _ := realTmux(t)
+	m.SetQueueLen(8)
+	ctx := context.Background()
+	stalled, err := m.Join(ctx, Observer, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Join(ctx, Driver, 24, 80)
+	// Much more output than a queue holds, which the stalled one never reads.
+	start := time.Now()
+	d.Send(ctx, []byte("i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i+1)); done; echo done-$((7*6))\r"))
+	readUntil(t, d, "done-42")
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("the driver waited %v", took)
+	}
+	// The stalled one fell behind: what it had queued is gone, and its next
+	// read is a fresh snapshot of the screen as it is now.
+	rs, err := stalled.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(rs, []byte("\x1b[0m\x1b[H\x1b[2J")) || !bytes.Contains(rs, []byte("done-42")) {
+		t.Fatalf("after falling behind, the participant got %q, not a fresh screen", rs)
+	}
+}
+
+func TestSizePolicySmallestDriver(t *testing.T) {
+	m, _ := realTmux(t)
+	ctx := context.Background()
+	a, _ := m.Join(ctx, Driver, 30, 100)
+	b, _ := m.Join(ctx, Driver, 20, 70)
+	_, _ = m.Join(ctx, Observer, 10, 40) // observers do not shrink the pane
+	lines, err := m.command(ctx, "display-message -p -t "+m.pane+" '#{pane_width}x#{pane_height}'")
+	if err != nil || len(lines) != 1 || lines[0] != "70x20" {
+		t.Fatalf("pane size %v %v", lines, err)
+	}
+	b.Leave()
+	a.Resize(ctx, 30, 100)
+	lines, _ = m.command(ctx, "display-message -p -t "+m.pane+" '#{pane_width}x#{pane_height}'")
+	if len(lines) != 1 || lines[0] != "100x30" {
+		t.Fatalf("pane size after the small driver left %v", lines)
+	}
+}
