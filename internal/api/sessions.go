@@ -48,13 +48,27 @@ type PruneResult struct {
 	Removed []sandbox.Object `json:"removed"`
 }
 
-// ExecRequest runs a process in a session's box, or attaches to claude.
+// ExecRequest runs a process in a session's box.
 type ExecRequest struct {
-	Argv   []string `json:"argv,omitempty"`
-	Attach bool     `json:"attach,omitempty"` // the tmux session of claude (Argv ignored)
-	TTY    bool     `json:"tty,omitempty"`
-	Rows   uint16   `json:"rows,omitempty"`
-	Cols   uint16   `json:"cols,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	TTY  bool     `json:"tty,omitempty"`
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+}
+
+// AttachRequest joins a session's terminal mirror.
+type AttachRequest struct {
+	Role string `json:"role,omitempty"` // "driver" (default) or "observer"
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+}
+
+// Participant is one attach to the terminal mirror (mirror.Participant).
+type Participant interface {
+	Read(ctx context.Context) ([]byte, error)
+	Send(ctx context.Context, keys []byte) error
+	Resize(ctx context.Context, rows, cols int) error
+	Leave()
 }
 
 // Sessions is the part of the Backend that manages sessions.
@@ -69,6 +83,8 @@ type Sessions interface {
 	Prune(ctx context.Context, volumes bool) (PruneResult, error)
 	// StartExec starts a process whose output goes to stdout/stderr.
 	StartExec(ctx context.Context, ref string, req ExecRequest, stdout, stderr io.Writer) (*channel.Process, error)
+	// Attach joins the session's terminal mirror.
+	Attach(ctx context.Context, ref string, req AttachRequest) (Participant, error)
 }
 
 // UpgradeExec is the protocol an exec request upgrades to: channel frames
@@ -115,6 +131,7 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 	})
 	one("POST /v1/prune", func(r *http.Request) (any, error) { return b.Prune(r.Context(), r.URL.Query().Get("volumes") == "1") })
 	mux.HandleFunc("POST /v1/sessions/{ref}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, b) })
+	mux.HandleFunc("POST /v1/sessions/{ref}/attach", func(w http.ResponseWriter, r *http.Request) { serveAttach(w, r, b) })
 }
 
 // decode reads a JSON body strictly.
@@ -214,6 +231,68 @@ func serveExec(w http.ResponseWriter, r *http.Request, b Backend) {
 	wmu.Unlock()
 }
 
+// serveAttach joins the mirror and relays: its output out, keys and
+// resizes in. The stream ends when the mirror does or the caller leaves.
+func serveAttach(w http.ResponseWriter, r *http.Request, b Backend) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), UpgradeExec) {
+		writeErr(w, fmt.Errorf("attach needs Upgrade: %s: %w", UpgradeExec, errdefs.ErrInvalid))
+		return
+	}
+	var req AttachRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	// The participant outlives the request context: the connection is hijacked.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := b.Attach(ctx, r.PathValue("ref"), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer p.Leave()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+		return
+	}
+	go func() {
+		defer cancel()
+		var buf []byte
+		for {
+			typ, payload, nb, err := channel.ReadFrame(brw.Reader, buf)
+			buf = nb
+			if err != nil {
+				return
+			}
+			switch typ {
+			case channel.FrameStdin:
+				_ = p.Send(ctx, payload) // an observer's keys are refused, quietly
+			case channel.FrameResize:
+				if rows, cols, ok := channel.ParseResize(payload); ok {
+					_ = p.Resize(ctx, int(rows), int(cols))
+				}
+			}
+		}
+	}()
+	for {
+		out, err := p.Read(ctx)
+		if err != nil {
+			_ = channel.WriteFrame(conn, channel.FrameExit, channel.ExitPayload(0))
+			return
+		}
+		for off := 0; off < len(out); off += 32 << 10 {
+			if err := channel.WriteFrame(conn, channel.FrameStdout, out[off:min(off+32<<10, len(out))]); err != nil {
+				return
+			}
+		}
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  io.Writer
@@ -307,15 +386,25 @@ type ExecStream struct {
 	wmu  sync.Mutex
 }
 
-// Exec opens an exec (or attach) stream.
+// Exec opens an exec stream.
 func (c *Client) Exec(ctx context.Context, ref string, req ExecRequest) (*ExecStream, error) {
+	return c.upgrade(ctx, "/v1/sessions/"+url.PathEscape(ref)+"/exec", req)
+}
+
+// Attach joins the session's terminal mirror as a driver or an observer.
+func (c *Client) Attach(ctx context.Context, ref string, req AttachRequest) (*ExecStream, error) {
+	return c.upgrade(ctx, "/v1/sessions/"+url.PathEscape(ref)+"/attach", req)
+}
+
+// upgrade opens a framed stream: a POST upgraded to UpgradeExec.
+func (c *Client) upgrade(ctx context.Context, path string, req any) (*ExecStream, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("%w (no answer on %s); start it with `paddock serve`: %w", ErrNoRunner, c.Socket, errdefs.ErrUnavailable)
 	}
 	body, _ := json.Marshal(req)
-	hr, _ := http.NewRequest("POST", "http://paddock/v1/sessions/"+url.PathEscape(ref)+"/exec", bytes.NewReader(body))
+	hr, _ := http.NewRequest("POST", "http://paddock"+path, bytes.NewReader(body))
 	hr.Header.Set("Connection", "Upgrade")
 	hr.Header.Set("Upgrade", UpgradeExec)
 	hr.Header.Set("Content-Type", "application/json")

@@ -262,18 +262,28 @@ func setCmd(g *globals, o IO) *cobra.Command {
 }
 
 func attachCmd(g *globals, o IO) *cobra.Command {
-	return &cobra.Command{
+	var readOnly bool
+	cmd := &cobra.Command{
 		Use:   "attach NAME",
-		Short: "Attach to a session's Claude Code terminal (detach: ctrl-p ctrl-q)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Attach to a session's Claude Code terminal, shared with others (detach: ctrl-p ctrl-q)",
+		Long: `Join a session's terminal through its mirror: you get the screen as it is, then the live
+output. Drivers type; with --read-only you watch as an observer and your keys go nowhere.
+Several people may attach at once; the terminal takes the smallest driver's size.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client(o)
 			if err != nil {
 				return err
 			}
-			return attach(cmd, c, o, args[0])
+			role := "driver"
+			if readOnly {
+				role = "observer"
+			}
+			return attachAs(cmd, c, o, args[0], role)
 		},
 	}
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "watch as an observer: keys are not sent")
+	return cmd
 }
 
 func execCmd(g *globals, o IO) *cobra.Command {
@@ -299,10 +309,18 @@ func execCmd(g *globals, o IO) *cobra.Command {
 }
 
 func attach(cmd *cobra.Command, c *api.Client, o IO, ref string) error {
-	err := execStream(cmd, c, o, ref, api.ExecRequest{Attach: true, TTY: true}, true, true)
+	return attachAs(cmd, c, o, ref, "driver")
+}
+
+// attachAs joins the session's terminal mirror.
+func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role string) error {
+	open := func(rows, cols uint16) (*api.ExecStream, error) {
+		return c.Attach(cmd.Context(), ref, api.AttachRequest{Role: role, Rows: rows, Cols: cols})
+	}
+	err := runStream(cmd, o, ref, open, true, true, true, role == "observer")
 	var ee exitError
 	if errors.As(err, &ee) {
-		return nil // tmux ended the attach (claude exited): not an error of attach
+		return nil // the mirror ended (claude's terminal closed): not an error of attach
 	}
 	return err
 }
@@ -316,19 +334,31 @@ var detachSeq = []byte{0x10, 0x11}
 
 // execStream runs an exec over the API and wires the terminal.
 func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.ExecRequest, interactive, detachable bool) error {
+	open := func(rows, cols uint16) (*api.ExecStream, error) {
+		req.Rows, req.Cols = rows, cols
+		return c.Exec(cmd.Context(), ref, req)
+	}
+	return runStream(cmd, o, ref, open, req.TTY, interactive, detachable, false)
+}
+
+// runStream opens a framed stream (exec or attach) and wires this
+// terminal to it: raw mode and resizes on a TTY, stdin with the detach
+// sequence, output to stdout/stderr. Keys are not sent when readOnly.
+func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16) (*api.ExecStream, error), tty, interactive, detachable, readOnly bool) error {
 	in, isFile := o.Stdin.(*os.File)
 	termIn := isFile && term.IsTerminal(int(in.Fd()))
-	if req.TTY && termIn {
+	var rows, cols uint16
+	if tty && termIn {
 		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
-			req.Cols, req.Rows = uint16(w), uint16(h)
+			cols, rows = uint16(w), uint16(h)
 		}
 	}
-	es, err := c.Exec(cmd.Context(), ref, req)
+	es, err := open(rows, cols)
 	if err != nil {
 		return err
 	}
 	defer es.Close()
-	if req.TTY && termIn {
+	if tty && termIn {
 		old, err := term.MakeRaw(int(in.Fd()))
 		if err == nil {
 			defer term.Restore(int(in.Fd()), old)
@@ -347,7 +377,7 @@ func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.Exe
 	detached := make(chan struct{})
 	if interactive {
 		go func() {
-			copyStdin(es, o.Stdin, detachable, detached)
+			copyStdin(es, o.Stdin, detachable, readOnly, detached)
 		}()
 	} else {
 		_ = es.CloseStdin()
@@ -364,7 +394,7 @@ func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.Exe
 	select {
 	case <-detached:
 		es.Close()
-		if req.TTY {
+		if tty {
 			// The tmux client was cut off, not detached: undo what it set
 			// on this terminal (alternate screen, mouse, paste, cursor).
 			fmt.Fprint(o.Stdout, terminalReset)
@@ -383,7 +413,7 @@ func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.Exe
 }
 
 // copyStdin sends stdin to the stream, watching for the detach sequence.
-func copyStdin(es *api.ExecStream, in io.Reader, detachable bool, detached chan struct{}) {
+func copyStdin(es *api.ExecStream, in io.Reader, detachable, readOnly bool, detached chan struct{}) {
 	buf := make([]byte, 32<<10)
 	held := false // a ctrl-p waits for the next byte
 	for {
@@ -395,7 +425,7 @@ func copyStdin(es *api.ExecStream, in io.Reader, detachable bool, detached chan 
 				case !detachable:
 					out = append(out, b)
 				case held && b == detachSeq[1]:
-					if len(out) > 0 {
+					if len(out) > 0 && !readOnly {
 						_, _ = es.Write(out)
 					}
 					close(detached)
@@ -409,7 +439,7 @@ func copyStdin(es *api.ExecStream, in io.Reader, detachable bool, detached chan 
 					out = append(out, b)
 				}
 			}
-			if len(out) > 0 {
+			if len(out) > 0 && !readOnly {
 				if _, err := es.Write(out); err != nil {
 					return
 				}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -214,6 +215,15 @@ func (e *env) execStdin(name, stdin string, argv ...string) string {
 	return out.String()
 }
 
+// csi matches terminal control sequences; the terminal draws spaces
+// between words as cursor moves.
+var csi = regexp.MustCompile(`\x1b\[[0-9;?>]*[A-Za-z]|\x1b\][^\a]*\a|\x1b[=>()B]`)
+
+// plain turns terminal output into words separated by single spaces.
+func plain(s string) string {
+	return strings.Join(strings.Fields(csi.ReplaceAllString(s, " ")), " ")
+}
+
 // slowReader hands out its chunks one by one with a pause, like a person
 // typing; then blocks until closed.
 type slowReader struct {
@@ -251,14 +261,27 @@ func TestAttachAndDetach(t *testing.T) {
 	if code != 0 || !strings.Contains(out.String(), "detached from att") {
 		t.Fatalf("attach: %d %q", code, out.String())
 	}
-	// tmux draws spaces as cursor moves (ESC [ C).
-	if !strings.Contains(strings.ReplaceAll(out.String(), "\x1b[C", " "), "hi from the fake server") {
+	if !strings.Contains(plain(out.String()), "hi from the fake server") {
 		t.Fatalf("the answer was not drawn through attach: %q", out.String())
 	}
 	if got := e.pd("ls"); !strings.Contains(got, "running") {
 		t.Fatalf("detach stopped the session: %s", got)
 	}
 	e.waitScreen(name, "hi from the fake server (turn 1)", 10*time.Second)
+
+	// An observer sees the screen (the earlier answer, from the snapshot)
+	// and its keys never reach claude.
+	obs := &slowReader{pause: 500 * time.Millisecond, done: make(chan struct{}),
+		chunks: [][]byte{[]byte("typed by the observer"), []byte("\r"), {0x10}, {0x11}}}
+	defer close(obs.done)
+	var oout testenv.Buffer
+	code = mainWithStdin2(ctx, e, obs, &oout, "attach", "--read-only", name)
+	if code != 0 || !strings.Contains(plain(oout.String()), "hi from the fake server (turn 1)") {
+		t.Fatalf("observer: %d %q", code, oout.String())
+	}
+	if s := e.screen(name); strings.Contains(s, "typed by the observer") {
+		t.Fatalf("an observer's keys reached claude:\n%s", s)
+	}
 	e.pd("rm", name)
 }
 

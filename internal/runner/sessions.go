@@ -21,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/mirror"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/store"
@@ -43,6 +44,9 @@ var ErrCoMount = fmt.Errorf("a direct-mode box never mounts a host workspace (th
 type live struct {
 	link *Link
 	env  []string // claude's environment, also used by exec and attach
+
+	mmu    sync.Mutex
+	mirror *mirror.Mirror // the terminal mirror, started on the first attach
 }
 
 // sessionsState is the Runner's session bookkeeping.
@@ -700,16 +704,70 @@ func (r *Runner) Exec(ctx context.Context, ref string, o channel.ExecOptions) (*
 	return lv.link.Client.Exec(o)
 }
 
-// AttachArgv is the terminal attach to a session's claude.
-var AttachArgv = []string{"tmux", "-L", TmuxSocket, "attach-session", "-t", TmuxSession}
+// Attach implements api.Sessions: it joins the session's terminal mirror,
+// starting its tmux control-mode client on first use.
+func (r *Runner) Attach(ctx context.Context, ref string, req api.AttachRequest) (api.Participant, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return nil, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := session.Check(session.OpAttach, s.Name, s.Observed); err != nil {
+		return nil, err
+	}
+	role := mirror.Role(req.Role)
+	if role == "" {
+		role = mirror.Driver
+	}
+	if role != mirror.Driver && role != mirror.Observer {
+		return nil, fmt.Errorf("role %q is not driver or observer: %w", req.Role, errdefs.ErrInvalid)
+	}
+	lv := r.getLive(s.ID)
+	if lv == nil {
+		return nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
+	}
+	m, err := lv.mirrorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, cols := int(req.Rows), int(req.Cols)
+	return m.Join(ctx, role, rows, cols)
+}
 
-// StartExec implements api.Sessions: a command, or with Attach the tmux
-// session of claude, on a terminal when TTY.
+// mirrorOf returns the live session's mirror, starting a control-mode
+// client (tmux -C attach over the channel) if there is none or it ended.
+func (lv *live) mirrorOf(ctx context.Context) (*mirror.Mirror, error) {
+	lv.mmu.Lock()
+	defer lv.mmu.Unlock()
+	if lv.mirror != nil {
+		select {
+		case <-lv.mirror.Done():
+		default:
+			return lv.mirror, nil
+		}
+	}
+	out, code, err := runIn(lv.link.Client, lv.env, nil, "tmux", "-L", TmuxSocket, "display-message", "-p", "-t", TmuxSession, "#{pane_id}")
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("find claude's pane: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	}
+	pane := strings.TrimSpace(out)
+	pr, pw := io.Pipe()
+	p, err := lv.link.Client.Exec(channel.ExecOptions{Argv: []string{"tmux", "-L", TmuxSocket, "-C", "attach-session", "-t", TmuxSession},
+		Env: lv.env, Dir: sandbox.WorkspaceDir, Stdout: pw})
+	if err != nil {
+		return nil, fmt.Errorf("start the control-mode client: %w", err)
+	}
+	go func() { _, err := p.Wait(); pw.CloseWithError(fmt.Errorf("control client ended: %v", err)) }()
+	lv.mirror = mirror.New(p, pr, pane)
+	return lv.mirror, nil
+}
+
+// StartExec implements api.Sessions: a command in the box with claude's
+// environment, on a terminal when TTY.
 func (r *Runner) StartExec(ctx context.Context, ref string, req api.ExecRequest, stdout, stderr io.Writer) (*channel.Process, error) {
 	argv := req.Argv
-	if req.Attach {
-		argv, req.TTY = AttachArgv, true
-	}
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("nothing to run: give a command after --: %w", errdefs.ErrInvalid)
 	}
