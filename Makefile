@@ -6,7 +6,7 @@ GO ?= go
 CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
 FUZZTIME ?= 10s
 
-.PHONY: all build deps lint test unit fuzz bench run install clean
+.PHONY: all build deps lint test unit fuzz bench run install web clean
 
 all: build
 
@@ -52,6 +52,14 @@ bench: deps build
 # Flags for `paddock run` go in ARGS, e.g. make run ARGS="--backend docker".
 run: deps build
 	scripts/run.sh $(ARGS)
+
+# Front-end assets: installed exactly as web/package-lock.json says, then the
+# built files copied where go:embed takes them (committed, so a Go build
+# needs no npm).
+web:
+	cd web && npm ci --no-audit --no-fund --ignore-scripts
+	cp web/node_modules/@xterm/xterm/lib/xterm.js web/node_modules/@xterm/xterm/css/xterm.css \
+	   web/node_modules/@xterm/addon-fit/lib/addon-fit.js internal/web/static/vendor/
 
 # Put paddock on PATH.
 install: build

@@ -3,7 +3,7 @@
 # caches what it builds so a second run takes seconds:
 #   - Debian packages (apt-get; only the missing ones, one apt-get update):
 #     bubblewrap and tmux (the local backend), docker.io (the docker
-#     backend), debootstrap (the test base image)
+#     backend), debootstrap (the test base image), chromium (the web page test)
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
 #   - the test base image paddock-test/base:bookworm: a Debian rootfs made
@@ -21,7 +21,7 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
 # Debian packages. Node.js and npm: only when missing (a newer node from
 # elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2)
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

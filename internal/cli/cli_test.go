@@ -104,7 +104,7 @@ func TestServeLogsAndStops(t *testing.T) {
 	var out, errb testenv.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"--state-dir", dir, "--log-format", "json", "serve", "--proxy-listen", "off"},
+		done <- Main(ctx, []string{"--state-dir", dir, "--log-format", "json", "serve", "--proxy-listen", "off", "--web-listen", "127.0.0.1:0"},
 			IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Env: []string{"ANTHROPIC_API_KEY=sk-fake-serve-key"}})
 	}()
 	deadline := time.Now().Add(10 * time.Second)

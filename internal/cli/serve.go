@@ -17,10 +17,11 @@ var flagOfKey = map[string]string{
 	"log.level":          "log-level",
 	"anthropic.upstream": "upstream",
 	"proxy.listen":       "proxy-listen",
+	"web.listen":         "web-listen",
 }
 
 func serveCmd(g *globals, o IO) *cobra.Command {
-	var cfgPath, upstream, proxyListen string
+	var cfgPath, upstream, proxyListen, webListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the paddock Runner (the daemon) in the foreground",
@@ -53,6 +54,7 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 				{"log-level", &cfg.Log.Level, g.logLevel},
 				{"upstream", &cfg.Anthropic.Upstream, upstream},
 				{"proxy-listen", &cfg.Proxy.Listen, proxyListen},
+				{"web-listen", &cfg.Web.Listen, webListen},
 			} {
 				if flagGiven(cmd, ov.flag) {
 					*ov.dst = ov.v
@@ -80,12 +82,18 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			}
 			fmt.Fprintf(o.Stderr, "paddock: Runner on %s (state %s); credential proxy on %s\n",
 				filepath.Join(dir, statedir.APISocket), dir, orOff(r.ProxyAddr()))
+			if u := r.WebURL(); u != "" {
+				// Like Jupyter: the login URL, once, to the owner's terminal
+				// (never into the log).
+				fmt.Fprintf(o.Stderr, "paddock: web page: %s\n", u)
+			}
 			return r.Serve(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgPath, "config", "", "config file (default <state-dir>/paddock.toml; optional unless given)")
 	f.StringVar(&upstream, "upstream", "", "Anthropic API base URL (config anthropic.upstream; https, or http to loopback)")
+	f.StringVar(&webListen, "web-listen", "", `web page: loopback host:port or off (config web.listen; default 127.0.0.1:7777)`)
 	f.StringVar(&proxyListen, "proxy-listen", "", `credential proxy on the host: unix:/path, 127.0.0.1:PORT or off (config proxy.listen; default unix:<state-dir>/proxy.sock)`)
 	return cmd
 }

@@ -42,6 +42,13 @@ type Config struct {
 	Local     Local     `toml:"local"`
 	Docker    Docker    `toml:"docker"`
 	Egress    Egress    `toml:"egress"`
+	Web       Web       `toml:"web"`
+}
+
+// Web configures the Runner's web page.
+type Web struct {
+	// Listen is a loopback host:port, or "off".
+	Listen string `toml:"listen"`
 }
 
 // Egress configures the egress proxy.
@@ -163,6 +170,7 @@ func Default() Config {
 		Local:    Local{UIDBase: 200000},
 		Docker:   Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
 		Egress:   Egress{MaxTunnels: 64},
+		Web:      Web{Listen: "127.0.0.1:7777"},
 	}
 }
 
@@ -253,7 +261,7 @@ var known = []string{
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "claude.binary",
-	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies",
+	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 }
 
 func hint(key string) string {
@@ -359,6 +367,11 @@ func (c Config) Validate() error {
 	for name, p := range c.Egress.Policies {
 		if _, err := egress.NewPolicy("allowlist", p.Allow, p.Deny); err != nil {
 			return &Error{Key: "egress.policies." + name, Msg: err.Error()}
+		}
+	}
+	if c.Web.Listen != "off" {
+		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {
+			return &Error{Key: "web.listen", Msg: fmt.Sprintf("%q is not a loopback host:port or off", c.Web.Listen)}
 		}
 	}
 	if c.Docker.Runtime != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`).MatchString(c.Docker.Runtime) {

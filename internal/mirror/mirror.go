@@ -244,6 +244,11 @@ func (m *Mirror) Join(ctx context.Context, role Role, rows, cols int) (*Particip
 	}
 	m.parts[p] = struct{}{}
 	m.mu.Unlock()
+	// A new driver may change the size: resize first, so the snapshot is
+	// of the screen at the size the participant will see.
+	if role == Driver {
+		_ = m.applySize(ctx)
+	}
 	snap, err := m.Snapshot(ctx)
 	if err != nil {
 		p.Leave()
@@ -254,9 +259,6 @@ func (m *Mirror) Join(ctx context.Context, role Role, rows, cols int) (*Particip
 	p.q, dropped = prepend(p.q, snap, cap(p.q))
 	p.resync = p.resync || dropped
 	p.mu.Unlock()
-	if role == Driver {
-		_ = m.applySize(ctx)
-	}
 	return p, nil
 }
 

@@ -81,6 +81,7 @@ func TestDirectAnthropicThroughEgress(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	cfg := config.Default()
 	cfg.Proxy.Listen = "off"
+	cfg.Web.Listen = "off"
 	logs := &testenv.Buffer{}
 	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth},
 		Log: slog.New(slog.NewJSONHandler(logs, nil)), Backends: backends,

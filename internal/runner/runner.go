@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/atomicfile"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy"
@@ -27,11 +28,13 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/version"
+	"github.com/paddockhq/paddock/internal/web"
 )
 
 // Options configure a Runner.
@@ -66,6 +69,8 @@ type Runner struct {
 	upstream  string
 	started   time.Time
 
+	webLn       net.Listener
+	webToken    secret.Value
 	apiLn       net.Listener
 	proxyLn     net.Listener
 	proxyAt     string
@@ -251,6 +256,18 @@ func (r *Runner) Listen() error {
 	if r.apiLn, err = listenUnix(filepath.Join(r.opts.StateDir, statedir.APISocket)); err != nil {
 		return err
 	}
+	if wl := r.opts.Config.Web.Listen; wl != "off" {
+		if r.webLn, err = net.Listen("tcp", wl); err != nil {
+			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wl, err)
+		}
+		if r.webToken, err = web.NewToken(); err != nil {
+			return err
+		}
+		// Kept for `paddock web`, owner-only like everything here.
+		if err := atomicfile.Write(filepath.Join(r.opts.StateDir, "web-url"), []byte(r.WebURL()+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
 	l, err := config.ParseListen(r.opts.Config.Proxy.Listen)
 	if err != nil {
 		return err
@@ -275,6 +292,15 @@ func (r *Runner) Listen() error {
 	return nil
 }
 
+// WebURL is the login URL of the web page ("" when off). It holds the
+// login token: show it to the owner only.
+func (r *Runner) WebURL() string {
+	if r.webLn == nil {
+		return ""
+	}
+	return "http://" + r.webLn.Addr().String() + "/login?token=" + r.webToken.Reveal()
+}
+
 // Serve serves until ctx is done, then shuts down gracefully (streams get
 // a few seconds to finish) and releases everything.
 func (r *Runner) Serve(ctx context.Context) error {
@@ -289,7 +315,12 @@ func (r *Runner) Serve(ctx context.Context) error {
 	boxSrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	boxSrv.ConnContext = connContext
 	egressSrv := &http.Server{Handler: r.egress, ReadHeaderTimeout: 30 * time.Second, ConnContext: connContext, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
+	var webSrv *http.Server
+	if r.webLn != nil {
+		webSrv = &http.Server{Handler: web.New(r, r.webToken, r.log.With(logkey.Component, "web")).Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- webSrv.Serve(r.webLn) }()
+	}
 	go func() { errc <- egressSrv.Serve(r.egressConns) }()
 	go func() { errc <- apiSrv.Serve(r.apiLn) }()
 	go func() { errc <- boxSrv.Serve(r.boxConns) }()
@@ -316,6 +347,9 @@ func (r *Runner) Serve(ctx context.Context) error {
 	_ = proxySrv.Shutdown(sctx)
 	_ = boxSrv.Shutdown(sctx)
 	_ = egressSrv.Close() // tunnels are long-lived; they end with the Runner
+	if webSrv != nil {
+		_ = webSrv.Close()
+	}
 	r.proxy.Drain()
 	// Boxes keep running; only this Runner's channels to them end.
 	r.sess.mu.Lock()
@@ -343,6 +377,9 @@ func (r *Runner) Close() error {
 		}
 		r.boxConns.Close()
 		r.egressConns.Close()
+		if r.webLn != nil {
+			r.webLn.Close()
+		}
 		if r.decisions != nil {
 			r.decisions.Close()
 		}

@@ -42,6 +42,7 @@ func startRunner(t *testing.T, env []string, fakeCreds []string, listen string) 
 	cfg := config.Default()
 	cfg.Anthropic.Upstream = up.URL
 	cfg.Proxy.Listen = listen
+	cfg.Web.Listen = "off"
 	logs := &testenv.Buffer{}
 	r, err := New(Options{StateDir: dir, Config: cfg, Env: env, Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {

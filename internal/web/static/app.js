@@ -1,0 +1,91 @@
+// paddock's web page: no framework, no inline script (the page's CSP forbids it).
+"use strict";
+const H = { "X-Paddock": "1", "Content-Type": "application/json" };
+const $ = (s) => document.querySelector(s);
+
+async function call(method, path, body) {
+  const r = await fetch(path, { method, headers: H, body: body ? JSON.stringify(body) : undefined });
+  const j = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(j.error || r.statusText);
+  return j;
+}
+
+function cell(tr, text) { const td = document.createElement("td"); td.textContent = text; tr.appendChild(td); return td; }
+
+async function showList() {
+  $("#list").hidden = false; $("#session").hidden = true; $("#where").textContent = "";
+  const rows = await call("GET", "/api/sessions");
+  const tb = $("#sessions tbody"); tb.textContent = "";
+  for (const s of rows) {
+    const tr = document.createElement("tr"); tr.dataset.name = s.name;
+    const a = document.createElement("a"); a.href = "#/s/" + encodeURIComponent(s.name); a.textContent = s.name;
+    cell(tr, "").appendChild(a);
+    cell(tr, s.observed); cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
+    cell(tr, new Date(s.created).toLocaleString()); cell(tr, String(s.tokens_used));
+    const act = cell(tr, "");
+    const btn = (label, f) => { const b = document.createElement("button"); b.textContent = label; b.onclick = async () => { try { await f(); } catch (e) { alert(e.message); } showList(); }; act.appendChild(b); };
+    btn("watch", async () => { location.hash = "#/s/" + encodeURIComponent(s.name) + "/observer"; });
+    if (s.observed === "running") btn("sleep", () => call("POST", "/api/sessions/" + s.id + "/sleep"));
+    else btn("wake", () => call("POST", "/api/sessions/" + s.id + "/wake"));
+    btn("remove", () => confirm("Remove " + s.name + " and its volume?") ? call("DELETE", "/api/sessions/" + s.id) : null);
+    tb.appendChild(tr);
+  }
+}
+
+$("#create").onsubmit = async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target); const req = {};
+  for (const [k, v] of f.entries()) if (v) req[k] = v;
+  $("#createError").textContent = "creating…";
+  try { await call("POST", "/api/sessions", req); $("#createError").textContent = ""; ev.target.reset(); }
+  catch (e) { $("#createError").textContent = e.message; }
+  showList();
+};
+
+let term = null, sock = null, logTimer = null;
+
+function closeSession() {
+  if (sock) { sock.close(); sock = null; }
+  if (term) { term.dispose(); term = null; }
+  if (logTimer) { clearInterval(logTimer); logTimer = null; }
+}
+
+async function showSession(name, role) {
+  $("#list").hidden = true; $("#session").hidden = false;
+  $("#title").textContent = name; $("#where").textContent = "/ " + name;
+  $("#role").textContent = role === "observer" ? "Watching (observer): your keys are not sent." : "Driving: your keys go to Claude Code.";
+  term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14 });
+  const fit = new FitAddon.FitAddon(); term.loadAddon(fit);
+  term.open($("#terminal")); fit.fit();
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  sock = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(name) + "/terminal?role=" + role + "&rows=" + term.rows + "&cols=" + term.cols);
+  sock.binaryType = "arraybuffer";
+  sock.onmessage = (m) => term.write(new Uint8Array(m.data));
+  sock.onclose = () => term && term.write("\r\n[the terminal ended]\r\n");
+  term.onData((d) => { if (role !== "observer" && sock.readyState === 1) sock.send(JSON.stringify({ t: "i", d })); });
+  term.onResize(({ rows, cols }) => sock.readyState === 1 && sock.send(JSON.stringify({ t: "r", rows, cols })));
+  window.onresize = () => fit.fit();
+  document.body.dataset.role = role;
+  const loadLogs = async () => {
+    const es = await call("GET", "/api/sessions/" + encodeURIComponent(name) + "/logs").catch(() => []);
+    const tb = $("#decisions tbody"); tb.textContent = "";
+    for (const e of es.slice(-50).reverse()) {
+      const tr = document.createElement("tr");
+      cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.kind || "api"); cell(tr, e.decision);
+      cell(tr, e.kind === "egress" ? e.host + ":" + e.port : e.method + " " + e.path); cell(tr, String(e.status || ""));
+      cell(tr, String(e.input_tokens || e.bytes_in || 0)); cell(tr, String(e.output_tokens || e.bytes_out || 0)); cell(tr, e.reason || "");
+      tb.appendChild(tr);
+    }
+  };
+  loadLogs(); logTimer = setInterval(loadLogs, 2000);
+  term.focus();
+}
+
+function route() {
+  closeSession();
+  const m = location.hash.match(/^#\/s\/([^/]+)(?:\/(driver|observer))?$/);
+  if (m) showSession(decodeURIComponent(m[1]), m[2] || "driver");
+  else showList().catch((e) => alert(e.message));
+}
+window.onhashchange = route;
+route();
