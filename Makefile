@@ -44,7 +44,7 @@ fuzz:
 
 # Side-by-side benchmarks; prints the tables recorded in docs/PERFORMANCE.md.
 bench: deps build
-	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run "^$$" -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ ./internal/e2e/ 2>&1 \
+	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run "^$$" -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ ./internal/runner/ ./internal/e2e/ 2>&1 \
 	  | grep -v -e '^ --->' -e '^Step ' -e '^Successfully' -e '^Removing intermediate'
 
 # The main job: install what is needed, build, start the Runner if none

@@ -19,7 +19,7 @@ import (
 )
 
 // backends returns each backend this host can run, set up for tests.
-func testBackends(t *testing.T) map[string]sandbox.Backend {
+func testBackends(t testing.TB) map[string]sandbox.Backend {
 	t.Helper()
 	testenv.Root(t)
 	claude := testenv.Claude(t)
