@@ -103,6 +103,12 @@ func (m *Mirror) loop() {
 		}
 		switch ev.Kind {
 		case "reply", "error":
+			// Flags 1 marks replies to commands this client sent; the
+			// reply to the attach itself (flags 0) comes first and must
+			// not be taken for the answer to our first command.
+			if ev.Flags&1 == 0 {
+				continue
+			}
 			m.pmu.Lock()
 			if len(m.pending) > 0 {
 				ch := m.pending[0]

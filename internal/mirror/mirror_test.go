@@ -1,10 +1,12 @@
 package mirror
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -143,4 +145,35 @@ func TestSizePolicySmallestDriver(t *testing.T) {
 	if len(lines) != 1 || lines[0] != "100x30" {
 		t.Fatalf("pane size after the small driver left %v", lines)
 	}
+}
+
+// TestAttachReplyIsNotOurs: tmux answers the attach itself first (flags
+// 0); if that comes after our first command went out, it must not be
+// taken for that command's answer.
+func TestAttachReplyIsNotOurs(t *testing.T) {
+	inR, inW := io.Pipe()   // what the mirror writes (tmux's stdin)
+	outR, outW := io.Pipe() // what tmux writes
+	m := New(inW, outR, "%0")
+	got := make(chan []string, 1)
+	go func() {
+		lines, err := m.command(context.Background(), "display-message -p x")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lines
+	}()
+	br := bufio.NewReader(inR)
+	if _, err := br.ReadString('\n'); err != nil { // the command is on the wire
+		t.Fatal(err)
+	}
+	io.WriteString(outW, "%begin 10 1 0\n%end 10 1 0\n%begin 10 2 1\nours\n%end 10 2 1\n")
+	select {
+	case lines := <-got:
+		if len(lines) != 1 || lines[0] != "ours" {
+			t.Fatalf("the command got %q", lines)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	outW.Close()
 }
