@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/credential"
@@ -144,6 +145,16 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 				fmt.Fprintln(o.Stdout, "no credential: store one with `paddock credential set`, or start `paddock serve` with CLAUDE_CODE_OAUTH_TOKEN or ANTHROPIC_API_KEY set")
 			} else {
 				fmt.Fprintf(o.Stdout, "kind:        %s\nsource:      %s\nlength:      %d\nfingerprint: %s\n", st.Kind, st.Source, st.Length, st.Fingerprint)
+				if p := st.Plan; p.SubscriptionType != "" || p.RateLimitTier != "" || p.Scopes != "" {
+					fmt.Fprintf(o.Stdout, "plan:        %s %s %s\n", dash(p.SubscriptionType), dash(p.RateLimitTier), dash(p.Scopes))
+				}
+				if st.Expires != nil {
+					state := "valid"
+					if time.Now().After(*st.Expires) {
+						state = "EXPIRED"
+					}
+					fmt.Fprintf(o.Stdout, "expires:     %s (%s)\n", st.Expires.Local().Format(time.RFC3339), state)
+				}
 			}
 			if note != "" {
 				fmt.Fprintln(o.Stdout, "note:        "+note)

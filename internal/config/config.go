@@ -33,16 +33,32 @@ const CurrentVersion = 1
 
 // Config is the whole file. The zero value is not valid; start from Default.
 type Config struct {
-	Version   int       `toml:"version"`
-	Log       Log       `toml:"log"`
-	Anthropic Anthropic `toml:"anthropic"`
-	Proxy     Proxy     `toml:"proxy"`
-	Sessions  Sessions  `toml:"sessions"`
-	Claude    Claude    `toml:"claude"`
-	Local     Local     `toml:"local"`
-	Docker    Docker    `toml:"docker"`
-	Egress    Egress    `toml:"egress"`
-	Web       Web       `toml:"web"`
+	Version    int        `toml:"version"`
+	Log        Log        `toml:"log"`
+	Anthropic  Anthropic  `toml:"anthropic"`
+	Proxy      Proxy      `toml:"proxy"`
+	Sessions   Sessions   `toml:"sessions"`
+	Claude     Claude     `toml:"claude"`
+	Local      Local      `toml:"local"`
+	Docker     Docker     `toml:"docker"`
+	Egress     Egress     `toml:"egress"`
+	Web        Web        `toml:"web"`
+	Credential Credential `toml:"credential"`
+}
+
+// Credential configures where the owner's credential may come from besides
+// `paddock credential set` and the environment, and its plan.
+type Credential struct {
+	// ClaudeLoginFile is Claude Code's own login file, read and never
+	// refreshed; "" means ~/.claude/.credentials.json of paddock serve's
+	// HOME, "off" skips it.
+	ClaudeLoginFile string `toml:"claude_login_file"`
+	// The plan of a setup token (Claude Code reads it from the
+	// environment for model defaults): "pro", "max", …
+	SubscriptionType string `toml:"subscription_type"`
+	RateLimitTier    string `toml:"rate_limit_tier"`
+	// Scopes, space-separated (default: Claude Code's own, user:inference).
+	Scopes string `toml:"scopes"`
 }
 
 // Web configures the Runner's web page.
@@ -262,6 +278,7 @@ var known = []string{
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "claude.binary",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
+	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
 }
 
 func hint(key string) string {
@@ -368,6 +385,17 @@ func (c Config) Validate() error {
 		if _, err := egress.NewPolicy("allowlist", p.Allow, p.Deny); err != nil {
 			return &Error{Key: "egress.policies." + name, Msg: err.Error()}
 		}
+	}
+	if f := c.Credential.ClaudeLoginFile; f != "" && f != "off" && !strings.HasPrefix(f, "/") {
+		return &Error{Key: "credential.claude_login_file", Msg: fmt.Sprintf("%q must be an absolute path, or off", f)}
+	}
+	for k, v := range map[string]string{"credential.subscription_type": c.Credential.SubscriptionType, "credential.rate_limit_tier": c.Credential.RateLimitTier} {
+		if v != "" && !regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`).MatchString(v) {
+			return &Error{Key: k, Msg: fmt.Sprintf("%q is not a plan name", v)}
+		}
+	}
+	if v := c.Credential.Scopes; v != "" && !regexp.MustCompile(`^[a-z0-9_.:-]+( [a-z0-9_.:-]+)*$`).MatchString(v) {
+		return &Error{Key: "credential.scopes", Msg: fmt.Sprintf("%q is not a space-separated list of scopes", v)}
 	}
 	if c.Web.Listen != "off" {
 		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {

@@ -111,7 +111,48 @@ func DetectKind(s secret.Value) (Kind, bool) {
 type Credential struct {
 	Kind   Kind
 	Secret secret.Value
-	Source string // "file:<path>" or "env:<VAR>"
+	Source string // "file:<path>", "env:<VAR>" or "claude-login:<path>"
+	// Expires is when the credential stops working; zero if unknown.
+	Expires time.Time
+	// Plan is the subscription an OAuth token belongs to, where known.
+	Plan Plan
+}
+
+// Plan describes a subscription, for Claude Code's model defaults.
+type Plan struct {
+	SubscriptionType string `json:"subscription_type,omitempty" toml:"subscription_type"` // "pro", "max", …
+	RateLimitTier    string `json:"rate_limit_tier,omitempty" toml:"rate_limit_tier"`
+	Scopes           string `json:"scopes,omitempty" toml:"scopes"` // space-separated
+}
+
+// Env is the plan as Claude Code reads it for an OAuth token from the
+// environment; empty fields are left out.
+func (p Plan) Env() []string {
+	var env []string
+	if p.SubscriptionType != "" {
+		env = append(env, "CLAUDE_CODE_SUBSCRIPTION_TYPE="+p.SubscriptionType)
+	}
+	if p.RateLimitTier != "" {
+		env = append(env, "CLAUDE_CODE_RATE_LIMIT_TIER="+p.RateLimitTier)
+	}
+	if p.Scopes != "" {
+		env = append(env, "CLAUDE_CODE_OAUTH_SCOPES="+p.Scopes)
+	}
+	return env
+}
+
+// Merge fills p's empty fields from o.
+func (p Plan) Merge(o Plan) Plan {
+	if p.SubscriptionType == "" {
+		p.SubscriptionType = o.SubscriptionType
+	}
+	if p.RateLimitTier == "" {
+		p.RateLimitTier = o.RateLimitTier
+	}
+	if p.Scopes == "" {
+		p.Scopes = o.Scopes
+	}
+	return p
 }
 
 // Status describes a credential without its secret; safe to print and send.
@@ -123,12 +164,20 @@ type Status struct {
 	// to tell two credentials apart and useless to an attacker.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Length      int    `json:"length,omitempty"`
+	// Plan and Expires where known.
+	Plan    Plan       `json:"plan,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
 }
 
 // Status returns the printable description of c.
 func (c Credential) Status() Status {
 	sum := sha256.Sum256([]byte(c.Secret.Reveal()))
-	return Status{Present: true, Kind: c.Kind, Source: c.Source, Fingerprint: hex.EncodeToString(sum[:6]), Length: c.Secret.Len()}
+	st := Status{Present: true, Kind: c.Kind, Source: c.Source, Fingerprint: hex.EncodeToString(sum[:6]), Length: c.Secret.Len(), Plan: c.Plan}
+	if !c.Expires.IsZero() {
+		e := c.Expires
+		st.Expires = &e
+	}
+	return st
 }
 
 // ErrMissing is wrapped when no source holds a credential.
@@ -214,18 +263,71 @@ func FromEnv(env []string) (Credential, bool) {
 	return Credential{}, false
 }
 
+// LoginFile is Claude Code's own login file (~/.claude/.credentials.json),
+// read and never written: paddock never refreshes the token, because
+// refresh tokens rotate and a refresh by paddock would sign the owner's
+// own Claude Code out.
+type LoginFile struct{ Path string }
+
+// Load reads the OAuth access token, its expiry and plan.
+func (l LoginFile) Load() (Credential, error) {
+	b, err := os.ReadFile(l.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Credential{}, ErrMissing
+	}
+	if err != nil {
+		return Credential{}, fmt.Errorf("read Claude Code's login file: %w", err)
+	}
+	var doc struct {
+		OAuth *struct {
+			AccessToken      string   `json:"accessToken"`
+			ExpiresAt        int64    `json:"expiresAt"`
+			Scopes           []string `json:"scopes"`
+			SubscriptionType string   `json:"subscriptionType"`
+			RateLimitTier    string   `json:"rateLimitTier"`
+		} `json:"claudeAiOauth"`
+	}
+	if json.Unmarshal(b, &doc) != nil || doc.OAuth == nil || doc.OAuth.AccessToken == "" {
+		return Credential{}, fmt.Errorf("the login file of Claude Code (%s) holds no OAuth token: %w", l.Path, errdefs.ErrInvalid)
+	}
+	c := Credential{Kind: KindOAuth, Secret: secret.New(doc.OAuth.AccessToken), Source: "claude-login:" + l.Path,
+		Plan: Plan{SubscriptionType: doc.OAuth.SubscriptionType, RateLimitTier: doc.OAuth.RateLimitTier, Scopes: strings.Join(doc.OAuth.Scopes, " ")}}
+	if doc.OAuth.ExpiresAt > 0 {
+		c.Expires = time.UnixMilli(doc.OAuth.ExpiresAt).UTC()
+	}
+	return c, nil
+}
+
+// ErrExpired is wrapped when the credential found has expired.
+var ErrExpired = fmt.Errorf("credential expired: %w", errdefs.ErrUnavailable)
+
+// Usable refuses an expired credential with a message that says what to do.
+func (c Credential) Usable(now time.Time) error {
+	if c.Expires.IsZero() || now.Before(c.Expires) {
+		return nil
+	}
+	hint := "store a new one with `paddock credential set`"
+	if strings.HasPrefix(c.Source, "claude-login:") {
+		hint = "log in again with `claude` on this machine (paddock reads that login but never refreshes it: a refresh would sign your own Claude Code out), or store a setup token with `paddock credential set`"
+	}
+	return fmt.Errorf("the %s credential from %s expired at %s; %s: %w", c.Kind, c.Source, c.Expires.Format(time.RFC3339), hint, ErrExpired)
+}
+
 // Chain is the Runner's Provider: the file first, then the environment
-// captured at start. It re-reads the file when it changes (checked at most
+// captured at start, then Claude Code's own login file. It re-reads the file when it changes (checked at most
 // once per RecheckEvery), so `paddock credential set` takes effect without a
 // Runner restart.
 type Chain struct {
-	File         File
-	Env          []string
+	File  File
+	Env   []string
+	Login LoginFile // Path "" skips it
+	// Plan from the configuration fills what the source does not say.
+	Plan         Plan
 	RecheckEvery time.Duration
 
 	mu        sync.Mutex
 	checked   time.Time
-	stamp     fileStamp
+	stamp     [2]fileStamp // the credential file and the login file
 	cached    Credential
 	cachedErr error
 }
@@ -238,6 +340,9 @@ type fileStamp struct {
 }
 
 func stampOf(p string) fileStamp {
+	if p == "" {
+		return fileStamp{}
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		return fileStamp{}
@@ -258,8 +363,8 @@ func (c *Chain) Current() (Credential, error) {
 		return c.cached, c.cachedErr
 	}
 	c.checked = now
-	st := stampOf(c.File.Path)
-	if st == c.stamp && (c.cachedErr == nil || !st.ok) && !c.cached.Secret.IsZero() {
+	st := [2]fileStamp{stampOf(c.File.Path), stampOf(c.Login.Path)}
+	if st == c.stamp && c.cachedErr == nil && !c.cached.Secret.IsZero() {
 		return c.cached, c.cachedErr
 	}
 	c.stamp = st
@@ -268,6 +373,17 @@ func (c *Chain) Current() (Credential, error) {
 }
 
 func (c *Chain) resolve() (Credential, error) {
+	cred, err := c.resolveSource()
+	if err != nil {
+		return Credential{}, err
+	}
+	if cred.Kind == KindOAuth {
+		cred.Plan = c.Plan.Merge(cred.Plan) // configuration first
+	}
+	return cred, nil
+}
+
+func (c *Chain) resolveSource() (Credential, error) {
 	cred, err := c.File.Load()
 	if err == nil {
 		return cred, nil
@@ -277,6 +393,12 @@ func (c *Chain) resolve() (Credential, error) {
 	}
 	if cred, ok := FromEnv(c.Env); ok {
 		return cred, nil
+	}
+	if c.Login.Path != "" {
+		cred, err := c.Login.Load()
+		if err == nil || !errors.Is(err, ErrMissing) {
+			return cred, err
+		}
 	}
 	return Credential{}, ErrMissing
 }

@@ -2,6 +2,7 @@ package credential
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,50 @@ func TestStatusHasNoSecret(t *testing.T) {
 	st := c.Status()
 	if strings.Contains(st.Fingerprint+st.Source, "very-secret") || st.Length != 24 || len(st.Fingerprint) != 12 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+func TestLoginFileAndPlan(t *testing.T) {
+	dir := t.TempDir()
+	login := filepath.Join(dir, ".credentials.json")
+	exp := time.Now().Add(time.Hour).UnixMilli()
+	os.WriteFile(login, []byte(fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-fake-login-token","refreshToken":"sk-fake-refresh","expiresAt":%d,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`, exp)), 0o600)
+	before, _ := os.ReadFile(login)
+	ch := &Chain{File: File{Path: filepath.Join(dir, "none.json")}, Login: LoginFile{Path: login}, Plan: Plan{RateLimitTier: "tier-from-config"}}
+	c, err := ch.Current()
+	if err != nil || c.Kind != KindOAuth || c.Secret.Reveal() != "sk-fake-login-token" || !strings.HasPrefix(c.Source, "claude-login:") {
+		t.Fatalf("%+v %v", c.Status(), err)
+	}
+	if c.Plan.SubscriptionType != "max" || c.Plan.Scopes != "user:inference user:profile" || c.Plan.RateLimitTier != "tier-from-config" {
+		t.Fatalf("plan %+v", c.Plan)
+	}
+	env := strings.Join(c.Plan.Env(), " ")
+	if !strings.Contains(env, "CLAUDE_CODE_SUBSCRIPTION_TYPE=max") || !strings.Contains(env, "CLAUDE_CODE_OAUTH_SCOPES=user:inference user:profile") {
+		t.Fatal(env)
+	}
+	st := c.Status()
+	if st.Expires == nil || st.Plan.SubscriptionType != "max" || strings.Contains(fmt.Sprint(st), "sk-fake") {
+		t.Fatalf("status %+v", st)
+	}
+	if err := c.Usable(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Usable(time.Now().Add(2 * time.Hour)); !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "never refreshes") {
+		t.Fatalf("expired: %v", err)
+	}
+	// Read, never written: the refresh token is left alone.
+	after, _ := os.ReadFile(login)
+	if string(after) != string(before) {
+		t.Fatal("the login file was changed")
+	}
+	// Env wins over the login file; the stored file wins over both.
+	ch2 := &Chain{File: File{Path: filepath.Join(dir, "none.json")}, Env: []string{"ANTHROPIC_API_KEY=sk-fake-env"}, Login: LoginFile{Path: login}}
+	if c, _ := ch2.Current(); c.Source != "env:ANTHROPIC_API_KEY" {
+		t.Fatalf("order: %s", c.Source)
+	}
+	os.WriteFile(login, []byte(`{"other":1}`), 0o600)
+	ch3 := &Chain{File: File{Path: filepath.Join(dir, "none.json")}, Login: LoginFile{Path: login}}
+	if _, err := ch3.Current(); err == nil || !strings.Contains(err.Error(), "no OAuth token") {
+		t.Fatalf("bad login file: %v", err)
 	}
 }

@@ -295,6 +295,10 @@ func TestSetModelAndKeepVolume(t *testing.T) {
 	e.waitScreen(name, promptReady, 30*time.Second)
 	e.typeLine(name, "first")
 	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+	// The owner's plan (config) reaches the box's Claude Code with its token.
+	if got := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_SUBSCRIPTION_TYPE")); got != "max" {
+		t.Fatalf("plan in the box: %q", got)
+	}
 	if out := e.pd("set", name, "--model", "claude-test-model", "--effort", "high"); !strings.Contains(out, "model claude-test-model, effort high") {
 		t.Fatalf("set: %s", out)
 	}

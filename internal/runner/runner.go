@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,9 +135,12 @@ func New(opts Options) (_ *Runner, err error) {
 		return nil, err
 	}
 	r.decisions.OnError = func(err error) { r.log.Error("decision log", logkey.Error, err) }
+	cc := opts.Config.Credential
 	r.cred = &credential.Chain{
 		File:         credential.File{Path: CredentialFile(opts.StateDir)},
 		Env:          opts.Env,
+		Login:        credential.LoginFile{Path: loginFile(cc.ClaudeLoginFile, opts.Env)},
+		Plan:         credential.Plan{SubscriptionType: cc.SubscriptionType, RateLimitTier: cc.RateLimitTier, Scopes: cc.Scopes},
 		RecheckEvery: time.Second,
 	}
 	up, err := config.ParseUpstream(opts.Config.Anthropic.Upstream)
@@ -214,6 +218,23 @@ func runnerID(st store.Store) (string, error) {
 		return "", err
 	}
 	return id, st.Put(store.BucketMeta, "runner_id", []byte(id))
+}
+
+// loginFile picks Claude Code's login file: configured, off, or
+// ~/.claude/.credentials.json of the HOME in env.
+func loginFile(configured string, env []string) string {
+	switch configured {
+	case "off":
+		return ""
+	case "":
+		for _, kv := range env {
+			if home, ok := strings.CutPrefix(kv, "HOME="); ok && home != "" {
+				return filepath.Join(home, ".claude", ".credentials.json")
+			}
+		}
+		return ""
+	}
+	return configured
 }
 
 // CredentialFile is where `paddock credential set` stores the credential.

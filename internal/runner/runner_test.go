@@ -147,3 +147,25 @@ func TestClientWithoutRunner(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestExpiredCredentialIsClearAtStart: an expired Claude Code login (read,
+// never refreshed) stops a session at its start with a clear message, not
+// a stream of 401s later.
+func TestExpiredCredentialIsClearAtStart(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"),
+		[]byte(`{"claudeAiOauth":{"accessToken":"sk-fake-old","refreshToken":"sk-fake-r","expiresAt":1000,"subscriptionType":"pro"}}`), 0o600)
+	tr := startRunner(t, []string{"HOME=" + home}, nil, "off")
+	st, err := tr.CredentialStatus(context.Background())
+	if err != nil || st.Source != "claude-login:"+filepath.Join(home, ".claude", ".credentials.json") || st.Plan.SubscriptionType != "pro" || st.Expires == nil {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	_, err = tr.CreateSession(context.Background(), api.CreateRequest{Name: "late"})
+	if !errors.Is(err, credential.ErrExpired) || !strings.Contains(err.Error(), "expired at") || !strings.Contains(err.Error(), "never refreshes") {
+		t.Fatalf("%v", err)
+	}
+	if ss, _ := tr.Sessions(context.Background()); len(ss) != 0 {
+		t.Fatal("a session was recorded")
+	}
+}

@@ -215,11 +215,14 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		req.Workspace = abs
 	}
-	be, err := r.backend(ctx, req.Backend)
+	cred, err := r.cred.Current()
 	if err != nil {
 		return session.Session{}, err
 	}
-	cred, err := r.cred.Current()
+	if err := cred.Usable(time.Now()); err != nil {
+		return session.Session{}, err
+	}
+	be, err := r.backend(ctx, req.Backend)
 	if err != nil {
 		return session.Session{}, err
 	}
@@ -320,6 +323,10 @@ func (r *Runner) credentialEnv(s *session.Session) (varName, value string, err e
 	if err != nil {
 		return "", "", err
 	}
+	// An expired credential fails here, clearly, not as a stream of 401s.
+	if err := cred.Usable(time.Now()); err != nil {
+		return "", "", err
+	}
 	if s.CredentialMode == session.ModeDirect {
 		if cred.Kind != credential.KindOAuth {
 			return "", "", fmt.Errorf("direct mode needs an oauth setup token; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
@@ -370,6 +377,13 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		SessionID: s.ClaudeSessionID, Resume: parts[0] == "R", Model: s.Model, Effort: s.Effort}
 	if s.CredentialMode == session.ModeProxy {
 		o.BaseURL = "http://" + BoxAPIAddr
+	}
+	// The plan of the owner's OAuth token, so the box's Claude Code picks
+	// the model defaults of the owner's subscription.
+	if varName == credential.KindOAuth.EnvVar() {
+		if cred, err := r.cred.Current(); err == nil {
+			o.Extra = append(o.Extra, cred.Plan.Env()...)
+		}
 	}
 	if s.Egress != session.EgressOffline {
 		p := "http://" + BoxEgressAddr
