@@ -35,12 +35,19 @@ type CreateRequest struct {
 	CredentialMode string   `json:"credential_mode,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
+	// Limits override the Runner's defaults (sessions.rpm, …) where set.
+	RPM         int   `json:"rpm,omitempty"`
+	MaxStreams  int   `json:"max_streams,omitempty"`
+	TokenBudget int64 `json:"token_budget,omitempty"`
 }
 
 // SetRequest changes a session's model or effort; nil leaves it.
 type SetRequest struct {
 	Model  *string `json:"model,omitempty"`
 	Effort *string `json:"effort,omitempty"`
+	// TokenBudget changes the session's token budget (0: none); it takes
+	// effect at once, without restarting claude.
+	TokenBudget *int64 `json:"token_budget,omitempty"`
 }
 
 // PruneResult lists what prune removed.

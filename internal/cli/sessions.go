@@ -78,6 +78,9 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
 	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
+	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
+	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
+	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
 	return cmd
 }
 
@@ -229,9 +232,10 @@ func pruneCmd(g *globals, o IO) *cobra.Command {
 
 func setCmd(g *globals, o IO) *cobra.Command {
 	var model, effort string
+	var budget int64
 	cmd := &cobra.Command{
-		Use:   "set NAME [--model M] [--effort E]",
-		Short: "Change a session's model or effort (claude restarts with --resume)",
+		Use:   "set NAME [--model M] [--effort E] [--budget N]",
+		Short: "Change a session's model or effort (claude restarts with --resume), or its token budget (at once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req api.SetRequest
@@ -241,8 +245,11 @@ func setCmd(g *globals, o IO) *cobra.Command {
 			if cmd.Flags().Changed("effort") {
 				req.Effort = &effort
 			}
-			if req.Model == nil && req.Effort == nil {
-				return usageError{errors.New("nothing to set: give --model or --effort")}
+			if cmd.Flags().Changed("budget") {
+				req.TokenBudget = &budget
+			}
+			if req.Model == nil && req.Effort == nil && req.TokenBudget == nil {
+				return usageError{errors.New("nothing to set: give --model, --effort or --budget")}
 			}
 			c, err := g.client(o)
 			if err != nil {
@@ -252,13 +259,21 @@ func setCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Stdout, "%s: model %s, effort %s\n", s.Name, dash(s.Model), dash(s.Effort))
+			fmt.Fprintf(o.Stdout, "%s: model %s, effort %s, token budget %s\n", s.Name, dash(s.Model), dash(s.Effort), budgetText(s.Limits.TokenBudget))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "model")
 	cmd.Flags().StringVar(&effort, "effort", "", "effort: "+strings.Join(session.Efforts, ", "))
+	cmd.Flags().Int64Var(&budget, "budget", 0, "token budget (input+output tokens; 0: none)")
 	return cmd
+}
+
+func budgetText(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
 }
 
 func attachCmd(g *globals, o IO) *cobra.Command {

@@ -89,6 +89,11 @@ type Sessions struct {
 	MemoryMB int64   `toml:"memory_mb"`
 	Pids     int64   `toml:"pids"`
 	CPUs     float64 `toml:"cpus"`
+	// RPM, MaxStreams and TokenBudget are each session's credential proxy
+	// limits (0: none); paddock run overrides them.
+	RPM         int   `toml:"rpm"`
+	MaxStreams  int   `toml:"max_streams"`
+	TokenBudget int64 `toml:"token_budget"`
 }
 
 // Claude locates the pinned Claude Code CLI.
@@ -276,7 +281,8 @@ var known = []string{
 	"version", "log.format", "log.level", "anthropic.upstream",
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
-	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "claude.binary",
+	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "sessions.rpm", "sessions.max_streams",
+	"sessions.token_budget", "claude.binary",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
 }
@@ -368,6 +374,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sessions.CPUs < 0.1 || c.Sessions.CPUs > 1024 {
 		return &Error{Key: "sessions.cpus", Msg: fmt.Sprintf("%g is outside 0.1..1024", c.Sessions.CPUs)}
+	}
+	if c.Sessions.RPM < 0 || c.Sessions.MaxStreams < 0 || c.Sessions.TokenBudget < 0 {
+		return &Error{Key: "sessions", Msg: "rpm, max_streams and token_budget must be 0 (no limit) or more"}
 	}
 	if c.Claude.Binary != "" && !strings.HasPrefix(c.Claude.Binary, "/") {
 		return &Error{Key: "claude.binary", Msg: fmt.Sprintf("%q must be an absolute path", c.Claude.Binary)}

@@ -61,6 +61,15 @@ type Tokens interface {
 	Lookup(secret.Value) (sessiontoken.Record, bool)
 }
 
+// Limiter applies per-session limits; *limits.Tracker implements it.
+type Limiter interface {
+	// Admit asks before a request goes upstream: release when it ends, or
+	// a reason to refuse it.
+	Admit(session string) (release func(), reason string)
+	// Account adds the tokens a request used.
+	Account(session string, tokens int64)
+}
+
 // Options configure a Proxy. Upstream, Credential and Tokens are required.
 type Options struct {
 	// Upstream is the API base URL (already checked by config.ParseUpstream);
@@ -84,6 +93,8 @@ type Options struct {
 	MaxIdleConns int
 	// Transport replaces the upstream transport (tests); nil builds one.
 	Transport http.RoundTripper
+	// Limits, if set, may refuse a request with 429 before it goes upstream.
+	Limits Limiter
 }
 
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
@@ -294,6 +305,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The message names what to do; it never holds a secret.
 		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())
 		return
+	}
+	if p.opts.Limits != nil {
+		release, why := p.opts.Limits.Admit(rec.Session)
+		if why != "" {
+			refuse(http.StatusTooManyRequests, anthropic.RateLimit, why)
+			return
+		}
+		defer release()
 	}
 	if cred.Kind != rec.Kind {
 		p.log.Warn("owner credential kind differs from the session token's; restart the session so its CLI matches",
@@ -512,6 +531,9 @@ func (p *Proxy) record(st *reqState) {
 		}
 	}
 	st.body = nil
+	if p.opts.Limits != nil && e.Session != "" {
+		p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
+	}
 	p.decisions.Record(*e)
 	level := slog.LevelInfo
 	if e.Decision == "refused" || e.Status >= 500 {

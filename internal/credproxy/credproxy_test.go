@@ -22,6 +22,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/secret"
 )
 
@@ -805,5 +806,25 @@ func TestNewRequiresOptions(t *testing.T) {
 	u, _ := url.Parse("http://127.0.0.1:1")
 	if _, err := New(Options{Upstream: u, Credential: credential.Static{}, Tokens: nil}); err == nil {
 		t.Fatal("nil tokens accepted")
+	}
+}
+
+func TestLimitsRefuseWith429(t *testing.T) {
+	fake := fakeapi.New()
+	tr := limits.New()
+	h := newHarness(t, credential.KindOAuth, fake, func(o *Options) { o.Limits = tr })
+	tr.Set("s1", limits.Limits{TokenBudget: 30}, 0)
+	resp := h.do("POST", "/v1/messages", smallBody, h.authed()) // 25 in + 12 out
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	waitEntries(t, h, 1)
+	resp = h.do("POST", "/v1/messages", smallBody, h.authed()) // 37 used ≥ 30
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || !strings.Contains(string(b), anthropic.RateLimit) || !strings.Contains(string(b), "token budget") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if n := len(fake.Requests()); n != 1 {
+		t.Fatalf("%d upstream requests", n)
 	}
 }

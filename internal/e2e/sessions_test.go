@@ -299,6 +299,19 @@ func TestSetModelAndKeepVolume(t *testing.T) {
 	if got := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_SUBSCRIPTION_TYPE")); got != "max" {
 		t.Fatalf("plan in the box: %q", got)
 	}
+	// A token budget below what the session used refuses its next request
+	// with 429 at once; raising it lets requests through again.
+	tok := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
+	if out := e.pd("set", name, "--budget", "10"); !strings.Contains(out, "token budget 10") {
+		t.Fatalf("set --budget: %s", out)
+	}
+	if st := proxyStatus(t, e.dir, tok); st != 429 {
+		t.Fatalf("over budget: %d", st)
+	}
+	e.pd("set", name, "--budget", "0")
+	if st := proxyStatus(t, e.dir, tok); st != 200 {
+		t.Fatalf("budget lifted: %d", st)
+	}
 	if out := e.pd("set", name, "--model", "claude-test-model", "--effort", "high"); !strings.Contains(out, "model claude-test-model, effort high") {
 		t.Fatalf("set: %s", out)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/secret"
@@ -78,6 +79,7 @@ type Runner struct {
 	boxConns    *chanListener // API connections forwarded from boxes' channels
 	egressConns *chanListener // egress connections forwarded from boxes' channels
 	egress      *egress.Proxy
+	usage       *limits.Tracker // per-session limits and the tokens used
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
 
@@ -149,7 +151,9 @@ func New(opts Options) (_ *Runner, err error) {
 	}
 	r.upstream = up.String()
 	pc := opts.Config.Proxy
+	r.usage = limits.New()
 	r.proxy, err = credproxy.New(credproxy.Options{
+		Limits:                r.usage,
 		Upstream:              up,
 		Credential:            r.cred,
 		Tokens:                r.tokens,

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/mirror"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -205,6 +206,19 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err := session.ValidEffort(req.Effort); err != nil {
 		return session.Session{}, err
 	}
+	lim := limits.Limits{RPM: r.opts.Config.Sessions.RPM, Concurrent: r.opts.Config.Sessions.MaxStreams, TokenBudget: r.opts.Config.Sessions.TokenBudget}
+	if req.RPM < 0 || req.MaxStreams < 0 || req.TokenBudget < 0 {
+		return session.Session{}, fmt.Errorf("limits must be 0 (none) or more: %w", errdefs.ErrInvalid)
+	}
+	if req.RPM > 0 {
+		lim.RPM = req.RPM
+	}
+	if req.MaxStreams > 0 {
+		lim.Concurrent = req.MaxStreams
+	}
+	if req.TokenBudget > 0 {
+		lim.TokenBudget = req.TokenBudget
+	}
 	if req.Workspace != "" {
 		abs, err := filepath.Abs(req.Workspace)
 		if err != nil {
@@ -249,7 +263,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
 		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace,
-		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now}
+		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
 	unlock := r.sessionLock(id)
 	defer unlock()
 	if err := r.save(&s); err != nil {
@@ -293,6 +307,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		r.fail(s, "egress policy: "+err.Error())
 		return err
 	}
+	r.trackLimits(s)
 	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		r.fail(s, "connect to box: "+err.Error())
@@ -496,6 +511,18 @@ func (r *Runner) lockSession(ctx context.Context, ref string, op session.Op) (se
 	return s, unlock, nil
 }
 
+// trackLimits gives the proxy the session's limits, with the tokens it
+// has used so far read back from its decision log.
+func (r *Runner) trackLimits(s *session.Session) {
+	var used int64
+	if es, err := r.decisions.Read(s.ID, 0); err == nil {
+		for _, e := range es {
+			used += e.InputTokens + e.OutputTokens
+		}
+	}
+	r.usage.Set(s.ID, s.Limits, used)
+}
+
 // detach cuts a session's live side in the Runner: its token is revoked
 // (refused from now on), its egress policy dropped, its channel closed.
 func (r *Runner) detach(id string) error {
@@ -634,6 +661,16 @@ func (r *Runner) Set(ctx context.Context, ref string, req api.SetRequest) (sessi
 			return s, err
 		}
 		s.Effort = *req.Effort
+	}
+	if req.TokenBudget != nil {
+		if *req.TokenBudget < 0 {
+			return s, fmt.Errorf("budget %d: must be 0 (none) or more: %w", *req.TokenBudget, errdefs.ErrInvalid)
+		}
+		s.Limits.TokenBudget = *req.TokenBudget
+		r.usage.Set(s.ID, s.Limits, -1) // at once, keeping what was used
+		if req.Model == nil && req.Effort == nil {
+			return s, r.save(&s) // no need to restart claude for a budget
+		}
 	}
 	if s.Observed == session.Running {
 		lv := r.getLive(s.ID)
@@ -842,6 +879,7 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 		r.fail(s, "egress policy: "+err.Error())
 		return
 	}
+	r.trackLimits(s)
 	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		r.fail(s, "re-adopt: "+err.Error())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/limits"
 )
 
 // State of a session.
@@ -120,6 +121,9 @@ type Session struct {
 	// --resume); Started tells whether claude ran once already.
 	ClaudeSessionID string `json:"claude_session_id"`
 	Started         bool   `json:"started"`
+
+	// Limits of the credential proxy for this session; zero: none.
+	Limits limits.Limits `json:"limits,omitempty"`
 
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
