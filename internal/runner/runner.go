@@ -29,6 +29,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/metrics"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
@@ -80,6 +81,7 @@ type Runner struct {
 	egressConns *chanListener // egress connections forwarded from boxes' channels
 	egress      *egress.Proxy
 	usage       *limits.Tracker // per-session limits and the tokens used
+	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
 
@@ -152,13 +154,15 @@ func New(opts Options) (_ *Runner, err error) {
 	r.upstream = up.String()
 	pc := opts.Config.Proxy
 	r.usage = limits.New()
+	r.metrics = metrics.New(r.Sessions)
+	sink := metrics.Tee{r.decisions, r.metrics}
 	r.proxy, err = credproxy.New(credproxy.Options{
 		Limits:                r.usage,
 		Upstream:              up,
 		Credential:            r.cred,
 		Tokens:                r.tokens,
 		Log:                   r.log.With(logkey.Component, "credproxy"),
-		Decisions:             r.decisions,
+		Decisions:             sink,
 		MaxRequestBytes:       pc.MaxRequestBytes,
 		ReadTimeout:           pc.ReadTimeout.D(),
 		ResponseHeaderTimeout: pc.ResponseHeaderTimeout.D(),
@@ -172,7 +176,7 @@ func New(opts Options) (_ *Runner, err error) {
 		Policy:                      r.policy,
 		Resolver:                    opts.EgressResolver,
 		Log:                         r.log.With(logkey.Component, "egress"),
-		Decisions:                   r.decisions,
+		Decisions:                   metrics.Tee{r.decisions, r.metrics},
 		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
 		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
 	})
@@ -343,7 +347,16 @@ func (r *Runner) Serve(ctx context.Context) error {
 	errc := make(chan error, 5)
 	var webSrv *http.Server
 	if r.webLn != nil {
-		webSrv = &http.Server{Handler: web.New(r, r.webToken, r.log.With(logkey.Component, "web")).Handler(), ReadHeaderTimeout: 10 * time.Second}
+		// /metrics and /healthz carry no secret and need no login, so a
+		// Prometheus on this host can scrape them.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", r.metrics.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			fmt.Fprintln(w, "ok")
+		})
+		mux.Handle("/", web.New(r, r.webToken, r.log.With(logkey.Component, "web")).Handler())
+		webSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- webSrv.Serve(r.webLn) }()
 	}
 	go func() { errc <- egressSrv.Serve(r.egressConns) }()

@@ -169,3 +169,63 @@ func TestExpiredCredentialIsClearAtStart(t *testing.T) {
 		t.Fatal("a session was recorded")
 	}
 }
+
+// TestMetricsAndHealth: /healthz answers and /metrics exposes the session
+// and proxy metrics on the web listener, without a login.
+func TestMetricsAndHealth(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config.Default()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Web.Listen = "127.0.0.1:0"
+	fake := fakeapi.New("sk-fake-owner-metrics")
+	up := httptest.NewServer(fake)
+	defer up.Close()
+	cfg.Anthropic.Upstream = up.URL
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"ANTHROPIC_API_KEY=sk-fake-owner-metrics"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	tok, _ := r.Tokens().Issue("m1", credential.KindAPIKey)
+	req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("X-Api-Key", tok.Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	r.Proxy().Drain()
+	base := strings.TrimSuffix(r.WebURL()[:strings.Index(r.WebURL(), "/login")], "/")
+	resp, err = http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`paddock_proxy_requests_total{decision="forwarded",route="/v1/messages",status="200"} 1`, `paddock_sessions{state="running"}`, `paddock_tokens_total{kind="output"} 12`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(b), tok.Reveal()) || strings.Contains(string(b), "sk-fake-owner-metrics") {
+		t.Fatal("a secret in the metrics")
+	}
+	// The page itself still needs the login.
+	resp, _ = http.Get(base + "/")
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("page without login: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,113 @@
+// Package metrics exposes the Runner's Prometheus metrics: sessions by
+// state, credential proxy requests by route and status, tokens, egress
+// decisions, request durations. It watches decisions as a decisionlog.Sink
+// placed beside the per-session log, so the proxies carry no metrics code.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/session"
+)
+
+// Sessions lists sessions for the gauge.
+type Sessions func(ctx context.Context) ([]session.Session, error)
+
+// Metrics is one Runner's registry.
+type Metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	tokens   *prometheus.CounterVec
+	egress   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// New registers the metrics; sessions feeds the per-state gauge at scrape time.
+func New(sessions Sessions) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_proxy_requests_total",
+		Help: "Credential proxy requests by route, decision and status."}, []string{"route", "decision", "status"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_tokens_total",
+		Help: "Tokens reported by the API through the credential proxy, by kind."}, []string{"kind"})
+	m.egress = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_egress_decisions_total",
+		Help: "Egress proxy connections by decision."}, []string{"decision"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "paddock_proxy_request_duration_seconds",
+		Help:    "Credential proxy request durations (for streams: until the last byte).",
+		Buckets: []float64{.005, .01, .05, .1, .5, 1, 5, 15, 30, 60, 120, 300, 600}}, []string{"route", "stream"})
+	m.reg.MustRegister(m.requests, m.tokens, m.egress, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&sessionCollector{list: sessions, desc: prometheus.NewDesc("paddock_sessions",
+			"Sessions by observed state.", []string{"state"}, nil)})
+	return m
+}
+
+// Handler serves the exposition.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Record implements decisionlog.Sink.
+func (m *Metrics) Record(e decisionlog.Entry) {
+	if e.Kind == "egress" {
+		m.egress.WithLabelValues(e.Decision).Inc()
+		return
+	}
+	route := routeOf(e.Path)
+	m.requests.WithLabelValues(route, e.Decision, strconv.Itoa(e.Status)).Inc()
+	if e.Decision == "forwarded" {
+		m.duration.WithLabelValues(route, strconv.FormatBool(e.Stream)).Observe(e.DurationMS / 1000)
+		m.tokens.WithLabelValues("input").Add(float64(e.InputTokens))
+		m.tokens.WithLabelValues("output").Add(float64(e.OutputTokens))
+		m.tokens.WithLabelValues("cache_read").Add(float64(e.CacheReadTokens))
+		m.tokens.WithLabelValues("cache_creation").Add(float64(e.CacheCreationTokens))
+	}
+}
+
+// routeOf keeps label cardinality bounded: the three routes, or "other".
+func routeOf(path string) string {
+	p, _, _ := strings.Cut(path, "?")
+	switch p {
+	case "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/api/hello":
+		return p
+	}
+	return "other"
+}
+
+type sessionCollector struct {
+	list Sessions
+	desc *prometheus.Desc
+}
+
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
+	ss, err := c.list(context.Background())
+	if err != nil {
+		return
+	}
+	counts := map[session.State]int{session.Created: 0, session.Running: 0, session.Asleep: 0, session.Failed: 0, session.Removed: 0}
+	for _, s := range ss {
+		counts[s.Observed]++
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(st))
+	}
+}
+
+// Tee is a decisionlog.Sink that records into several sinks.
+type Tee []decisionlog.Sink
+
+// Record implements decisionlog.Sink.
+func (t Tee) Record(e decisionlog.Entry) {
+	for _, s := range t {
+		s.Record(e)
+	}
+}
