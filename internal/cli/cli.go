@@ -118,6 +118,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		rmCmd(g, o),
 		pruneCmd(g, o),
 		setCmd(g, o),
+		doctorCmd(g, o),
 		credentialCmd(g, o),
 		logsCmd(g, o),
 		versionCmd(o),

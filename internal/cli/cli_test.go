@@ -135,3 +135,32 @@ func TestServeLogsAndStops(t *testing.T) {
 		t.Fatal("credential in the log")
 	}
 }
+
+func TestDoctor(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o711)
+	code, out, _ := run(t, "", []string{"ANTHROPIC_API_KEY=sk-fake-doctor"}, "--state-dir", dir, "doctor")
+	for _, want := range []string{"bubblewrap", "docker", "cgroup limits", "claude 2.1.328", "tmux", "state dir", "credential", "api_key env:ANTHROPIC_API_KEY"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor does not report %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sk-fake-doctor") {
+		t.Fatal("doctor printed the credential")
+	}
+	// Every failed line says how to fix it.
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "FAIL") && (i+1 >= len(lines) || !strings.Contains(lines[i+1], "fix:")) {
+			t.Errorf("a failure without a fix: %q", l)
+		}
+	}
+	if strings.Contains(out, "FAIL") != (code == 1) {
+		t.Fatalf("exit %d for:\n%s", code, out)
+	}
+	// No credential at all fails that line.
+	code, out, _ = run(t, "", nil, "--state-dir", dir, "doctor")
+	if code != 1 || !strings.Contains(out, "FAIL credential") {
+		t.Fatalf("%d\n%s", code, out)
+	}
+}
