@@ -119,6 +119,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		pruneCmd(g, o),
 		setCmd(g, o),
 		doctorCmd(g, o),
+		smokeCmd(g, o),
 		credentialCmd(g, o),
 		logsCmd(g, o),
 		versionCmd(o),

@@ -352,3 +352,19 @@ func TestSetModelAndKeepVolume(t *testing.T) {
 		t.Fatalf("prune --volumes left %+v", e.objectsOf(id))
 	}
 }
+
+// TestSmoke runs paddock smoke on each backend against the fake upstream.
+func TestSmoke(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		out, code := e.pdCode("smoke", "--backend", backend)
+		if code != 0 {
+			t.Fatalf("%s: smoke failed:\n%s", backend, out)
+		}
+		for _, want := range []string{"ok   banner", "ok   prompt", "ok   /status", "ok   tool turn", "ok   401"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: no %q in:\n%s", backend, want, out)
+			}
+		}
+	}
+}
