@@ -35,11 +35,31 @@ type CreateRequest struct {
 	CredentialMode string   `json:"credential_mode,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
+	// Credential, if set, is this session's own credential (the session
+	// creator's), used instead of the owner's; CredentialKind says its
+	// kind (default: from its prefix). It is stored like the owner's
+	// (0600) and never shown.
+	Credential     secretString `json:"credential,omitempty"`
+	CredentialKind string       `json:"credential_kind,omitempty"`
 	// Limits override the Runner's defaults (sessions.rpm, …) where set.
 	RPM         int   `json:"rpm,omitempty"`
 	MaxStreams  int   `json:"max_streams,omitempty"`
 	TokenBudget int64 `json:"token_budget,omitempty"`
 }
+
+// secretString carries a secret in a request body; it prints redacted.
+type secretString string
+
+// Secret wraps a secret for a request.
+func Secret(s string) secretString { return secretString(s) }
+
+// Reveal returns the secret.
+func (s secretString) Reveal() string { return string(s) }
+
+func (s secretString) String() string { return "[redacted]" }
+
+// Format prints redacted for every verb.
+func (s secretString) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
 
 // SetRequest changes a session's model or effort; nil leaves it.
 type SetRequest struct {

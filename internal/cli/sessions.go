@@ -35,6 +35,7 @@ func (g *globals) client(o IO) (*api.Client, error) {
 func runCmd(g *globals, o IO) *cobra.Command {
 	var req api.CreateRequest
 	var detach bool
+	var credFile string
 	cmd := &cobra.Command{
 		Use:   "run [flags]",
 		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q)",
@@ -54,6 +55,13 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 				} else {
 					req.Workspace = abs
 				}
+			}
+			if credFile != "" {
+				b, err := readCredentialFile(credFile, o)
+				if err != nil {
+					return err
+				}
+				req.Credential = api.Secret(b)
 			}
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
@@ -78,10 +86,34 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
 	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
+	f.StringVar(&credFile, "credential-file", "", "this session's own Anthropic credential, from a file (- for stdin), instead of the Runner owner's")
+	f.StringVar(&req.CredentialKind, "credential-kind", "", "kind of --credential-file: oauth, api_key or auth_token (default: from its prefix)")
 	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
 	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
 	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
 	return cmd
+}
+
+// readCredentialFile reads a credential from a file or stdin ("-"); never
+// from the command line itself.
+func readCredentialFile(path string, o IO) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		sv, err := readSecret(o)
+		if err != nil {
+			return "", err
+		}
+		return sv.Reveal(), nil
+	}
+	if b, err = os.ReadFile(path); err != nil {
+		return "", fmt.Errorf("--credential-file: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", usageError{fmt.Errorf("--credential-file %s is empty: %w", path, errdefs.ErrInvalid)}
+	}
+	return v, nil
 }
 
 func absDir(p string) (string, error) {

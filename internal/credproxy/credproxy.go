@@ -95,6 +95,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Limits, if set, may refuse a request with 429 before it goes upstream.
 	Limits Limiter
+	// SessionCredential, if set, gives a session's own credential (its
+	// creator's) to use instead of Credential's; ok false means none.
+	SessionCredential func(session string) (credential.Credential, bool)
 }
 
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
@@ -301,6 +304,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cred, err := p.opts.Credential.Current()
+	if p.opts.SessionCredential != nil {
+		if own, ok := p.opts.SessionCredential(rec.Session); ok {
+			cred, err = own, nil
+		}
+	}
 	if err != nil {
 		// The message names what to do; it never holds a secret.
 		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())

@@ -14,7 +14,9 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -148,5 +151,81 @@ func TestDirectAnthropicThroughEgress(t *testing.T) {
 				t.Fatalf("egress log: allowed=%v denied=%v: %+v", allowed, denied, es)
 			}
 		})
+	}
+}
+
+// TestSessionOwnCredential: a session created with its creator's own
+// credential sends that one upstream; another session sends the owner's.
+func TestSessionOwnCredential(t *testing.T) {
+	backends := testBackends(t)
+	const owner, creator = "sk-fake-owner-cred-0000000000", "sk-ant-api03-fake-creator-key-000000000000"
+	fake := fakeapi.New(owner, creator)
+	up := httptest.NewServer(fake)
+	defer up.Close()
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config.Default()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Web.Listen = "off"
+	cfg.Anthropic.Upstream = up.URL
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + owner}, Backends: map[string]sandbox.Backend{"local": backends["local"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	mine, err := r.CreateSession(context.Background(), api.CreateRequest{Name: "mine", Backend: "local", Credential: api.Secret(creator)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := r.CreateSession(context.Background(), api.CreateRequest{Name: "theirs", Backend: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine.CredentialKind != "api_key" || theirs.CredentialKind != "oauth" {
+		t.Fatalf("kinds %s %s", mine.CredentialKind, theirs.CredentialKind)
+	}
+	send := func(id, varName, header, prefix string) string {
+		var out strings.Builder
+		p, err := r.Exec(context.Background(), id, channel.ExecOptions{Argv: []string{"printenv", varName}, Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.CloseStdin()
+		p.Wait()
+		tok := strings.TrimSpace(out.String())
+		fake.Reset()
+		req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set(header, prefix+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		reqs := fake.Requests()
+		if resp.StatusCode != 200 || len(reqs) != 1 {
+			t.Fatalf("%s: %d", id, resp.StatusCode)
+		}
+		return reqs[0].Credential
+	}
+	if got := send(mine.ID, "ANTHROPIC_API_KEY", "X-Api-Key", ""); got != creator {
+		t.Fatalf("the creator's session sent %q", got)
+	}
+	if got := send(theirs.ID, "CLAUDE_CODE_OAUTH_TOKEN", "Authorization", "Bearer "); got != owner {
+		t.Fatalf("the other session sent %q", got)
+	}
+	st, _ := os.Stat(filepath.Join(dir, "session-credentials", mine.ID+".json"))
+	if st == nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the session credential file: %v", st)
+	}
+	r.RemoveSession(context.Background(), mine.ID, false)
+	r.RemoveSession(context.Background(), theirs.ID, false)
+	if _, err := os.Stat(filepath.Join(dir, "session-credentials", mine.ID+".json")); err == nil {
+		t.Fatal("rm left the session's credential")
 	}
 }

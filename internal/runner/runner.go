@@ -157,7 +157,11 @@ func New(opts Options) (_ *Runner, err error) {
 	r.metrics = metrics.New(r.Sessions)
 	sink := metrics.Tee{r.decisions, r.metrics}
 	r.proxy, err = credproxy.New(credproxy.Options{
-		Limits:                r.usage,
+		Limits: r.usage,
+		SessionCredential: func(id string) (credential.Credential, bool) {
+			c, err := r.sessionCredFile(id).Load()
+			return c, err == nil
+		},
 		Upstream:              up,
 		Credential:            r.cred,
 		Tokens:                r.tokens,

@@ -24,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/mirror"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/store"
 )
@@ -229,7 +230,25 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		req.Workspace = abs
 	}
+	// The session creator's own credential, if given, else the owner's.
+	var own *credential.Credential
+	if v := req.Credential.Reveal(); v != "" {
+		sv := secret.New(strings.TrimSpace(v))
+		kind, ok := credential.DetectKind(sv)
+		if req.CredentialKind != "" {
+			var err error
+			if kind, err = credential.ParseKind(req.CredentialKind); err != nil {
+				return session.Session{}, err
+			}
+		} else if !ok {
+			return session.Session{}, fmt.Errorf("cannot tell the kind of the session's credential from its prefix; give its kind (oauth, api_key, auth_token): %w", errdefs.ErrInvalid)
+		}
+		own = &credential.Credential{Kind: kind, Secret: sv, Source: "session"}
+	}
 	cred, err := r.cred.Current()
+	if own != nil {
+		cred, err = *own, nil
+	}
 	if err != nil {
 		return session.Session{}, err
 	}
@@ -266,6 +285,15 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
 	unlock := r.sessionLock(id)
 	defer unlock()
+	if own != nil {
+		f := r.sessionCredFile(id)
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+			return session.Session{}, err
+		}
+		if err := f.Save(own.Kind, own.Secret); err != nil {
+			return session.Session{}, err
+		}
+	}
 	if err := r.save(&s); err != nil {
 		return session.Session{}, err
 	}
@@ -334,7 +362,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 // credentialEnv picks what claude authenticates with: a fresh session
 // token (proxy) or the owner's setup token (direct).
 func (r *Runner) credentialEnv(s *session.Session) (varName, value string, err error) {
-	cred, err := r.cred.Current()
+	cred, err := r.credentialOf(s.ID)
 	if err != nil {
 		return "", "", err
 	}
@@ -396,7 +424,7 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	// The plan of the owner's OAuth token, so the box's Claude Code picks
 	// the model defaults of the owner's subscription.
 	if varName == credential.KindOAuth.EnvVar() {
-		if cred, err := r.cred.Current(); err == nil {
+		if cred, err := r.credentialOf(s.ID); err == nil {
 			o.Extra = append(o.Extra, cred.Plan.Env()...)
 		}
 	}
@@ -511,6 +539,25 @@ func (r *Runner) lockSession(ctx context.Context, ref string, op session.Op) (se
 	return s, unlock, nil
 }
 
+// sessionCredFile is where a session's own credential is kept (0600).
+func (r *Runner) sessionCredFile(id string) credential.File {
+	return credential.File{Path: filepath.Join(r.opts.StateDir, "session-credentials", id+".json")}
+}
+
+// credentialOf is the credential a session's requests go out with: its
+// own, if its creator gave one, else the owner's.
+func (r *Runner) credentialOf(id string) (credential.Credential, error) {
+	c, err := r.sessionCredFile(id).Load()
+	if err == nil {
+		c.Source = "session"
+		return c, nil
+	}
+	if !errors.Is(err, credential.ErrMissing) {
+		return credential.Credential{}, err
+	}
+	return r.cred.Current()
+}
+
 // trackLimits gives the proxy the session's limits, with the tokens it
 // has used so far read back from its decision log.
 func (r *Runner) trackLimits(s *session.Session) {
@@ -617,6 +664,9 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		if err := r.removeSessionObjects(ctx, be, s.ID, false); err != nil {
 			return s, err
 		}
+	}
+	if err := r.sessionCredFile(s.ID).Remove(); err != nil {
+		return s, err
 	}
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
 	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
