@@ -39,27 +39,31 @@ type CreateRequest struct {
 	// creator's), used instead of the owner's; CredentialKind says its
 	// kind (default: from its prefix). It is stored like the owner's
 	// (0600) and never shown.
-	Credential     secretString `json:"credential,omitempty"`
+	Credential     SecretString `json:"credential,omitempty"`
 	CredentialKind string       `json:"credential_kind,omitempty"`
+	// RelaySecrets are the session's secrets for the Runner's relay routes,
+	// by relay name; stored like credentials, injected by the relay.
+	RelaySecrets map[string]SecretString `json:"relay_secrets,omitempty"`
 	// Limits override the Runner's defaults (sessions.rpm, …) where set.
 	RPM         int   `json:"rpm,omitempty"`
 	MaxStreams  int   `json:"max_streams,omitempty"`
 	TokenBudget int64 `json:"token_budget,omitempty"`
 }
 
-// secretString carries a secret in a request body; it prints redacted.
-type secretString string
+// SecretString carries a secret in a request body; it prints redacted
+// (fmt) but marshals as itself, to cross the owner-only socket.
+type SecretString string
 
 // Secret wraps a secret for a request.
-func Secret(s string) secretString { return secretString(s) }
+func Secret(s string) SecretString { return SecretString(s) }
 
 // Reveal returns the secret.
-func (s secretString) Reveal() string { return string(s) }
+func (s SecretString) Reveal() string { return string(s) }
 
-func (s secretString) String() string { return "[redacted]" }
+func (s SecretString) String() string { return "[redacted]" }
 
 // Format prints redacted for every verb.
-func (s secretString) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+func (s SecretString) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
 
 // SetRequest changes a session's model or effort; nil leaves it.
 type SetRequest struct {

@@ -36,6 +36,7 @@ func runCmd(g *globals, o IO) *cobra.Command {
 	var req api.CreateRequest
 	var detach bool
 	var credFile string
+	var relaySecrets []string
 	cmd := &cobra.Command{
 		Use:   "run [flags]",
 		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q)",
@@ -63,6 +64,20 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 				}
 				req.Credential = api.Secret(b)
 			}
+			for _, rs := range relaySecrets {
+				name, file, ok := strings.Cut(rs, "=")
+				if !ok || name == "" || file == "" {
+					return usageError{fmt.Errorf("--relay-secret %q: write NAME=FILE (FILE - for stdin)", rs)}
+				}
+				v, err := readCredentialFile(file, o)
+				if err != nil {
+					return err
+				}
+				if req.RelaySecrets == nil {
+					req.RelaySecrets = map[string]api.SecretString{}
+				}
+				req.RelaySecrets[name] = api.Secret(v)
+			}
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -87,6 +102,7 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
 	f.StringVar(&credFile, "credential-file", "", "this session's own Anthropic credential, from a file (- for stdin), instead of the Runner owner's")
+	f.StringArrayVar(&relaySecrets, "relay-secret", nil, "this session's secret for a relay route of the Runner, NAME=FILE (- for stdin); repeat")
 	f.StringVar(&req.CredentialKind, "credential-kind", "", "kind of --credential-file: oauth, api_key or auth_token (default: from its prefix)")
 	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
 	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")

@@ -44,6 +44,17 @@ type Config struct {
 	Egress     Egress     `toml:"egress"`
 	Web        Web        `toml:"web"`
 	Credential Credential `toml:"credential"`
+	Relays     []Relay    `toml:"relay"`
+}
+
+// Relay is a further route of the credential proxy ([[relay]]): requests
+// under Prefix go to Upstream with the session's secret for this relay in
+// Header.
+type Relay struct {
+	Name     string `toml:"name"`
+	Prefix   string `toml:"prefix"`
+	Upstream string `toml:"upstream"`
+	Header   string `toml:"header"`
 }
 
 // Credential configures where the owner's credential may come from besides
@@ -285,6 +296,7 @@ var known = []string{
 	"sessions.token_budget", "claude.binary",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
+	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
 }
 
 func hint(key string) string {
@@ -405,6 +417,22 @@ func (c Config) Validate() error {
 	}
 	if v := c.Credential.Scopes; v != "" && !regexp.MustCompile(`^[a-z0-9_.:-]+( [a-z0-9_.:-]+)*$`).MatchString(v) {
 		return &Error{Key: "credential.scopes", Msg: fmt.Sprintf("%q is not a space-separated list of scopes", v)}
+	}
+	names := map[string]bool{}
+	for i, rl := range c.Relays {
+		key := fmt.Sprintf("relay[%d]", i)
+		switch {
+		case !regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`).MatchString(rl.Name) || names[rl.Name]:
+			return &Error{Key: key + ".name", Msg: fmt.Sprintf("%q must be a unique lowercase name", rl.Name)}
+		case !regexp.MustCompile(`^/[a-z0-9][a-z0-9_.-]*/$`).MatchString(rl.Prefix) || strings.HasPrefix(rl.Prefix, "/v1/") || rl.Prefix == "/api/":
+			return &Error{Key: key + ".prefix", Msg: fmt.Sprintf("%q must look like /mod/ and not shadow the API", rl.Prefix)}
+		case !regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`).MatchString(rl.Header):
+			return &Error{Key: key + ".header", Msg: fmt.Sprintf("%q is not a header name", rl.Header)}
+		}
+		if _, err := ParseUpstream(rl.Upstream); err != nil {
+			return &Error{Key: key + ".upstream", Msg: err.Error()}
+		}
+		names[rl.Name] = true
 	}
 	if c.Web.Listen != "off" {
 		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {

@@ -47,6 +47,7 @@ func TestBadFiles(t *testing.T) {
 		{"bad_format.toml", "log.format", `"xml" is not one of`},
 		{"bad_backend.toml", "sessions.backend", `"vm" is not one of local, docker`},
 		{"bad_policy.toml", "egress.policies.npm", "never \"*\" alone"},
+		{"bad_relay.toml", "relay[0].prefix", "not shadow the API"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file)

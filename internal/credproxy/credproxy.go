@@ -95,6 +95,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Limits, if set, may refuse a request with 429 before it goes upstream.
 	Limits Limiter
+	// Relays are further routes to other upstreams (a hub's /mod/*, …),
+	// each injecting the session's secret for it (RelaySecret).
+	Relays      []Relay
+	RelaySecret func(session, relay string) (secret.Value, bool)
 	// SessionCredential, if set, gives a session's own credential (its
 	// creator's) to use instead of Credential's; ok false means none.
 	SessionCredential func(session string) (credential.Credential, bool)
@@ -226,6 +230,10 @@ type reqState struct {
 	upErr    error
 	buf      *bytes.Buffer
 	cw       *countingWriter
+	// relay routes
+	relay       *Relay
+	relayPath   string
+	relaySecret secret.Value
 }
 
 func (p *Proxy) nextID() string { return p.idPrefix + strconv.FormatUint(p.ids.Add(1), 10) }
@@ -266,30 +274,46 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	rts := matchPath(rawPath)
-	if len(rts) == 0 {
-		refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models")
-		return
-	}
-	var rt route
-	found := false
-	for _, c := range rts {
-		if c.method == r.Method {
-			rt, found = c, true
+	if rl, suffix, ok := p.matchRelay(rawPath); ok {
+		// A relay route: the same checks and handling, another upstream
+		// and the session's secret for it instead of the credential.
+		if why := checkRelayRequest(r.Method, suffix); why != "" {
+			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
+			return
 		}
+		q, why := checkRelayQuery(rawQuery)
+		if why != "" {
+			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
+			return
+		}
+		dec, _ := url.PathUnescape(suffix) // checked above: no escaped separators
+		st.relay, st.relayPath, st.query = rl, dec, q
+	} else {
+		rts := matchPath(rawPath)
+		if len(rts) == 0 {
+			refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models"+p.relayNote())
+			return
+		}
+		var rt route
+		found := false
+		for _, c := range rts {
+			if c.method == r.Method {
+				rt, found = c, true
+			}
+		}
+		if !found {
+			w.Header().Set("Allow", allowed(rts))
+			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+truncate(r.Method, 20)+" is not allowed on "+rawPath)
+			return
+		}
+		st.rt = rt
+		q, why := checkQuery(rt, rawQuery)
+		if why != "" {
+			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
+			return
+		}
+		st.query = q
 	}
-	if !found {
-		w.Header().Set("Allow", allowed(rts))
-		refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+truncate(r.Method, 20)+" is not allowed on "+rawPath)
-		return
-	}
-	st.rt = rt
-	q, why := checkQuery(rt, rawQuery)
-	if why != "" {
-		refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-		return
-	}
-	st.query = q
 
 	// Authentication: the token, once, in its kind's header.
 	rec, tok, why := p.authenticate(r)
@@ -303,13 +327,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, anthropic.Permission, "this token belongs to another session than the box it came from")
 		return
 	}
+	if st.relay != nil {
+		sec, ok := secret.Value{}, false
+		if p.opts.RelaySecret != nil {
+			sec, ok = p.opts.RelaySecret(rec.Session, st.relay.Name)
+		}
+		if !ok {
+			refuse(http.StatusForbidden, anthropic.Permission, "this session has no secret for relay "+st.relay.Name+"; give one when the session is created")
+			return
+		}
+		st.relaySecret = sec
+	}
 	cred, err := p.opts.Credential.Current()
 	if p.opts.SessionCredential != nil {
 		if own, ok := p.opts.SessionCredential(rec.Session); ok {
 			cred, err = own, nil
 		}
 	}
-	if err != nil {
+	if err != nil && st.relay == nil {
 		// The message names what to do; it never holds a secret.
 		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())
 		return
@@ -322,7 +357,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	if cred.Kind != rec.Kind {
+	if st.relay == nil && cred.Kind != rec.Kind {
 		p.log.Warn("owner credential kind differs from the session token's; restart the session so its CLI matches",
 			logkey.Session, rec.Session, logkey.Kind, string(cred.Kind))
 	}
@@ -432,7 +467,7 @@ func (p *Proxy) authenticate(r *http.Request) (sessiontoken.Record, string, stri
 
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int, string) {
 	buf := p.getBuf()
-	if r.Method == http.MethodGet {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
 			p.putBuf(buf)
 			return nil, http.StatusBadRequest, "a GET request may not have a body"
@@ -466,8 +501,14 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	st := pr.In.Context().Value(keyState).(*reqState)
 	out := pr.Out
-	u := *p.opts.Upstream
-	u.Path = p.opts.Upstream.Path + st.rt.path
+	var u url.URL
+	if st.relay != nil {
+		u = *st.relay.Upstream
+		u.Path = st.relay.Upstream.Path + "/" + st.relayPath
+	} else {
+		u = *p.opts.Upstream
+		u.Path = p.opts.Upstream.Path + st.rt.path
+	}
 	u.RawPath = ""
 	u.RawQuery = st.query
 	u.Fragment = ""
@@ -475,8 +516,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.Host = ""
 	out.Trailer = nil // request trailers never travel upstream
 	sanitize(out.Header, st.token)
-	out.Header.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
-	if out.Method == http.MethodGet {
+	if st.relay != nil {
+		out.Header.Del(st.relay.Header) // the client's own, if it sent one
+		out.Header.Set(st.relay.Header, st.relaySecret.Reveal())
+	} else {
+		out.Header.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
+	}
+	if out.Method == http.MethodGet || out.Method == http.MethodHead {
 		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
 	} else {
 		b := st.body

@@ -828,3 +828,73 @@ func TestLimitsRefuseWith429(t *testing.T) {
 		t.Fatalf("%d upstream requests", n)
 	}
 }
+
+func TestRelayRoutes(t *testing.T) {
+	echo := &headerEcho{}
+	relayUp := httptest.NewServer(echo)
+	defer relayUp.Close()
+	const hubSecret = "fake-hub-secret-of-s1"
+	rl, err := NewRelay("mod", "/mod/", relayUp.URL+"/base", "X-Hub-Secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakeapi.New()
+	h := newHarness(t, credential.KindOAuth, fake, func(o *Options) {
+		o.Relays = []Relay{rl}
+		o.RelaySecret = func(session, relay string) (secret.Value, bool) {
+			if session == "s1" && relay == "mod" {
+				return secret.New(hubSecret), true
+			}
+			return secret.Value{}, false
+		}
+	})
+	hdr := h.authed()
+	hdr.Set("X-Hub-Secret", "client-forged")
+	hdr.Set("X-Api-Key", "junk")
+	resp := h.do("POST", "/mod/items/42?x=1&y=2", `{"a":1}`, hdr)
+	resp.Body.Close()
+	got, _, n := echo.last()
+	if resp.StatusCode != 200 || n != 1 || echo.uri != "/base/items/42?x=1&y=2" || string(echo.body) != `{"a":1}` {
+		t.Fatalf("%d %s %q", resp.StatusCode, echo.uri, echo.body)
+	}
+	if vs := got.Values("X-Hub-Secret"); len(vs) != 1 || vs[0] != hubSecret {
+		t.Fatalf("relay secret %v", vs)
+	}
+	for k, vs := range got {
+		for _, v := range vs {
+			if strings.Contains(v, h.token.Reveal()) || strings.Contains(v, h.real) || v == "junk" || v == "client-forged" {
+				t.Fatalf("%s: %q reached the relay", k, v)
+			}
+		}
+	}
+	// Path tricks, methods, and no token are refused before the relay.
+	for _, target := range []string{"/mod/../v1/x", "/mod//x", "/mod/a/./b", "/mod/a%2f..%2fb", "/mod/a%2e%2e/b", "/mod/a%00"} {
+		resp := h.do("GET", target, "", h.authed())
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("%s: %d", target, resp.StatusCode)
+		}
+	}
+	resp = h.do("OPTIONS", "/mod/x", "", h.authed())
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("OPTIONS: %d", resp.StatusCode)
+	}
+	resp = h.do("GET", "/mod/x", "", http.Header{})
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("no token: %d", resp.StatusCode)
+	}
+	other, _ := h.reg.Issue("s2", credential.KindOAuth)
+	resp = h.do("GET", "/mod/x", "", http.Header{"Authorization": {"Bearer " + other.Reveal()}})
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("a session without a secret: %d", resp.StatusCode)
+	}
+	if _, _, n := echo.last(); n != 1 {
+		t.Fatalf("%d requests reached the relay", n)
+	}
+	if len(fake.Requests()) != 0 {
+		t.Fatal("a relay request went to the API")
+	}
+}

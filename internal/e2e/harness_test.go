@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -31,6 +33,7 @@ import (
 const ownerToken = "sk-fake-owner-setup-token-e2e-000000000000"
 
 type env struct {
+	relay  *relayEcho
 	t      testing.TB
 	bin    string
 	dir    string
@@ -54,12 +57,15 @@ func newEnv(t testing.TB) *env {
 	cli.Close()
 	up := httptest.NewServer(e.fake)
 	t.Cleanup(up.Close)
+	e.relay = &relayEcho{}
+	relaySrv := httptest.NewServer(e.relay)
+	t.Cleanup(relaySrv.Close)
 	e.dir = filepath.Join(testenv.TraversableTempDir(t), "state")
 	if err := os.MkdirAll(e.dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\nsubscription_type = \"max\"\n",
-		up.URL, e.claude, e.image)
+	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\nsubscription_type = \"max\"\n[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
+		up.URL, e.claude, e.image, relaySrv.URL)
 	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +175,20 @@ func (e *env) typeLine(name, line string) {
 	e.t.Helper()
 	e.pd("exec", name, "--", "tmux", "-L", "paddock", "send-keys", "-t", "claude", "-l", line)
 	e.pd("exec", name, "--", "tmux", "-L", "paddock", "send-keys", "-t", "claude", "Enter")
+}
+
+// relayEcho records what reaches the relay upstream.
+type relayEcho struct {
+	mu     sync.Mutex
+	secret []string
+	path   string
+}
+
+func (r *relayEcho) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.secret, r.path = req.Header.Values("X-Hub-Secret"), req.URL.Path
+	r.mu.Unlock()
+	io.WriteString(w, "relayed")
 }
 
 // promptReady is what claude draws once it waits for input.

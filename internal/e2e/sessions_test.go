@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -367,4 +369,33 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRelayFromTheBox: a session created with its secret for a relay
+// route reaches the relay from inside its box with its session token
+// only; the relay upstream sees the secret, the box never holds it.
+func TestRelayFromTheBox(t *testing.T) {
+	e := newEnv(t)
+	secretFile := filepath.Join(t.TempDir(), "hub-secret")
+	const hubSecret = "fake-hub-secret-for-e2e"
+	os.WriteFile(secretFile, []byte(hubSecret+"\n"), 0o600)
+	name := "relay"
+	e.pd("run", "-d", "--name", name, "--backend", "local", "--relay-secret", "mod="+secretFile)
+	out := e.pd("exec", name, "--", "sh", "-c", `curl -sS -H "Authorization: Bearer $CLAUDE_CODE_OAUTH_TOKEN" http://127.0.0.1:4141/mod/items/7`)
+	if out != "relayed" {
+		t.Fatalf("from the box: %q", out)
+	}
+	e.relay.mu.Lock()
+	got, path := e.relay.secret, e.relay.path
+	e.relay.mu.Unlock()
+	if len(got) != 1 || got[0] != hubSecret || path != "/items/7" {
+		t.Fatalf("the relay saw %v at %s", got, path)
+	}
+	var scan strings.Builder
+	mainWithStdin(context.Background(), e, hubSecret+"\n", &scan, "exec", "-i", name, "--", "sh", "-c",
+		"grep -rlF -f /dev/stdin $HOME /workspace /tmp /proc/[0-9]*/environ 2>/dev/null; echo scanned")
+	if strings.TrimSpace(scan.String()) != "scanned" {
+		t.Fatalf("the relay secret is in the box: %q", scan.String())
+	}
+	e.pd("rm", name)
 }

@@ -153,11 +153,24 @@ func New(opts Options) (_ *Runner, err error) {
 	}
 	r.upstream = up.String()
 	pc := opts.Config.Proxy
+	var relays []credproxy.Relay
+	for _, rc := range opts.Config.Relays {
+		rl, err := credproxy.NewRelay(rc.Name, rc.Prefix, rc.Upstream, rc.Header)
+		if err != nil {
+			return nil, err
+		}
+		relays = append(relays, rl)
+	}
 	r.usage = limits.New()
 	r.metrics = metrics.New(r.Sessions)
 	sink := metrics.Tee{r.decisions, r.metrics}
 	r.proxy, err = credproxy.New(credproxy.Options{
 		Limits: r.usage,
+		Relays: relays,
+		RelaySecret: func(id, relay string) (secret.Value, bool) {
+			c, err := r.relaySecretFile(id, relay).Load()
+			return c.Secret, err == nil
+		},
 		SessionCredential: func(id string) (credential.Credential, bool) {
 			c, err := r.sessionCredFile(id).Load()
 			return c, err == nil

@@ -285,6 +285,24 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
 	unlock := r.sessionLock(id)
 	defer unlock()
+	for name, v := range req.RelaySecrets {
+		known := false
+		for _, rl := range r.opts.Config.Relays {
+			known = known || rl.Name == name
+		}
+		sv := strings.TrimSpace(v.Reveal())
+		if !known || sv == "" {
+			return session.Session{}, fmt.Errorf("relay %q: no such relay in the Runner's config, or an empty secret: %w", name, errdefs.ErrInvalid)
+		}
+		f := r.relaySecretFile(id, name)
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+			return session.Session{}, err
+		}
+		// Kept as a credential file (0600); its kind is only a label here.
+		if err := f.Save(credential.KindAuthToken, secret.New(sv)); err != nil {
+			return session.Session{}, err
+		}
+	}
 	if own != nil {
 		f := r.sessionCredFile(id)
 		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
@@ -544,6 +562,11 @@ func (r *Runner) sessionCredFile(id string) credential.File {
 	return credential.File{Path: filepath.Join(r.opts.StateDir, "session-credentials", id+".json")}
 }
 
+// relaySecretFile is where a session's secret for a relay is kept (0600).
+func (r *Runner) relaySecretFile(id, relay string) credential.File {
+	return credential.File{Path: filepath.Join(r.opts.StateDir, "session-credentials", id+".relay-"+relay+".json")}
+}
+
 // credentialOf is the credential a session's requests go out with: its
 // own, if its creator gave one, else the owner's.
 func (r *Runner) credentialOf(id string) (credential.Credential, error) {
@@ -667,6 +690,11 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 	}
 	if err := r.sessionCredFile(s.ID).Remove(); err != nil {
 		return s, err
+	}
+	for _, rl := range r.opts.Config.Relays {
+		if err := r.relaySecretFile(s.ID, rl.Name).Remove(); err != nil {
+			return s, err
+		}
 	}
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
 	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
