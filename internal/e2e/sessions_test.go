@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -54,6 +55,30 @@ func TestSessionLifecycle(t *testing.T) {
 			e.waitScreen(name, "The tool ran. Done.", 30*time.Second)
 			if out := e.pd("exec", name, "--", "cat", "/workspace/proof.txt"); out != "hello\n" {
 				t.Fatalf("proof: %q", out)
+			}
+			// The ledger joins the transcript: the request that carried the
+			// tool's result names the tool_use id Claude Code recorded.
+			var ledgerIDs []string
+			for _, l := range strings.Split(strings.TrimSpace(e.pd("logs", name, "--json")), "\n") {
+				var en struct {
+					ToolResultIDs []string `json:"tool_result_ids"`
+				}
+				json.Unmarshal([]byte(l), &en)
+				ledgerIDs = append(ledgerIDs, en.ToolResultIDs...)
+			}
+			if len(ledgerIDs) != 1 {
+				t.Fatalf("ledger tool ids %v", ledgerIDs)
+			}
+			transcript := e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`)
+			// Claude Code records the tool call (its id) in the transcript's
+			// assistant message; the ledger has the same id on the request
+			// that carried the result.
+			joined := false
+			for _, l := range strings.Split(transcript, "\n") {
+				joined = joined || strings.Contains(l, `"type":"assistant"`) && strings.Contains(l, `"id":"`+ledgerIDs[0]+`"`) && strings.Contains(l, `"type":"tool_use"`)
+			}
+			if !joined {
+				t.Fatalf("no tool call %s in the transcript", ledgerIDs[0])
 			}
 			// exec runs with claude's environment and passes the exit code.
 			tok1 := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
