@@ -31,10 +31,12 @@ func credentialCmd(g *globals, o IO) *cobra.Command {
 
 func credentialSetCmd(g *globals, o IO) *cobra.Command {
 	var kindName string
+	var fileOnly bool
 	cmd := &cobra.Command{
 		Use:   "set",
-		Short: "Store the credential read from stdin (0600 file in the state directory)",
-		Long: `Read a credential from stdin and store it in <state-dir>/credential.json, mode 0600.
+		Short: "Store the credential read from stdin (the OS keyring where there is one, else a 0600 file)",
+		Long: `Read a credential from stdin and store it in the OS keyring where this host has one (the Secret
+Service), else in <state-dir>/credential.json, mode 0600; it says which.
 It is never taken from the command line, where other users could see it.
 
   claude setup-token          # prints a long-lived token for your subscription
@@ -66,15 +68,33 @@ A running Runner picks the new credential up within a second.`,
 				return err
 			}
 			f := credential.File{Path: runner.CredentialFile(dir)}
-			if err := f.Save(kind, s); err != nil {
-				return err
+			where := ""
+			if !fileOnly {
+				if ok, why := credential.KeyringAvailable(); ok {
+					if err := (credential.Keyring{Account: dir}).Save(kind, s); err != nil {
+						return err
+					}
+					_ = f.Remove() // one stored credential, not two
+					where = "the OS keyring"
+				} else {
+					where = fmt.Sprintf("%s (mode 0600; no OS keyring here: %s)", f.Path, why)
+				}
 			}
-			st := credential.Credential{Kind: kind, Secret: s, Source: "file:" + f.Path}.Status()
-			fmt.Fprintf(o.Stdout, "stored %s credential (%d bytes, fingerprint %s) in %s\n", kind, st.Length, st.Fingerprint, f.Path)
+			if where == "" || strings.HasPrefix(where, f.Path) {
+				if err := f.Save(kind, s); err != nil {
+					return err
+				}
+				if where == "" {
+					where = f.Path + " (mode 0600)"
+				}
+			}
+			st := credential.Credential{Kind: kind, Secret: s}.Status()
+			fmt.Fprintf(o.Stdout, "stored %s credential (%d bytes, fingerprint %s) in %s\n", kind, st.Length, st.Fingerprint, where)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&kindName, "kind", "", "oauth, api_key or auth_token (default: from the prefix)")
+	cmd.Flags().BoolVar(&fileOnly, "file", false, "store in the 0600 file even where an OS keyring exists")
 	return cmd
 }
 
@@ -180,7 +200,12 @@ func credentialRmCmd(g *globals, o IO) *cobra.Command {
 			if err := f.Remove(); err != nil {
 				return err
 			}
-			fmt.Fprintln(o.Stdout, "removed", f.Path)
+			if ok, _ := credential.KeyringAvailable(); ok {
+				if err := (credential.Keyring{Account: dir}).Remove(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(o.Stdout, "removed the stored credential (file and OS keyring)")
 			return nil
 		},
 	}

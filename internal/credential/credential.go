@@ -1,10 +1,12 @@
 // Package credential holds the owner's Anthropic credential: its kinds, how
 // each travels on the wire, and where paddock finds it.
 //
-// Sources, first match wins: the credential file written by
-// `paddock credential set` (0600 in the state directory), then the
-// environment of `paddock serve` (CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_API_KEY,
-// ANTHROPIC_AUTH_TOKEN, in that order). The secret itself is a secret.Value
+// Sources, first match wins: a credential given for one session (the
+// Runner keeps those), then what `paddock credential set` stored (the OS
+// keyring where one is available, else a 0600 file in the state
+// directory), then the environment of `paddock serve`
+// (CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, in that
+// order), then Claude Code's own login file, read and never refreshed. The secret itself is a secret.Value
 // and never printed; Status describes a credential without it.
 package credential
 
@@ -318,9 +320,11 @@ func (c Credential) Usable(now time.Time) error {
 // once per RecheckEvery), so `paddock credential set` takes effect without a
 // Runner restart.
 type Chain struct {
-	File  File
-	Env   []string
-	Login LoginFile // Path "" skips it
+	File File
+	// Keyring, if Account is set, is read after the file.
+	Keyring Keyring
+	Env     []string
+	Login   LoginFile // Path "" skips it
 	// Plan from the configuration fills what the source does not say.
 	Plan         Plan
 	RecheckEvery time.Duration
@@ -390,6 +394,12 @@ func (c *Chain) resolveSource() (Credential, error) {
 	}
 	if !errors.Is(err, ErrMissing) {
 		return Credential{}, err // a damaged or unsafe file is an error, not a fall-through
+	}
+	if c.Keyring.Account != "" {
+		cred, err := c.Keyring.Load()
+		if err == nil || !errors.Is(err, ErrMissing) {
+			return cred, err
+		}
 	}
 	if cred, ok := FromEnv(c.Env); ok {
 		return cred, nil

@@ -161,3 +161,22 @@ func TestLoginFileAndPlan(t *testing.T) {
 		t.Fatalf("bad login file: %v", err)
 	}
 }
+
+func TestKeyring(t *testing.T) {
+	if ok, why := KeyringAvailable(); !ok {
+		t.Skipf("no OS keyring on this host (%s); the stored credential is the 0600 file", why)
+	}
+	k := Keyring{Account: t.TempDir()}
+	defer k.Remove()
+	if err := k.Save(KindOAuth, secret.New("sk-fake-keyring-token")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := k.Load()
+	if err != nil || c.Secret.Reveal() != "sk-fake-keyring-token" || !strings.HasPrefix(c.Source, "keyring:") {
+		t.Fatalf("%+v %v", c.Status(), err)
+	}
+	ch := &Chain{File: File{Path: filepath.Join(t.TempDir(), "none")}, Keyring: k, Env: []string{"ANTHROPIC_API_KEY=sk-fake-env"}}
+	if c, _ := ch.Current(); !strings.HasPrefix(c.Source, "keyring:") {
+		t.Fatalf("the keyring does not come before the environment: %s", c.Source)
+	}
+}

@@ -142,6 +142,7 @@ func New(opts Options) (_ *Runner, err error) {
 	cc := opts.Config.Credential
 	r.cred = &credential.Chain{
 		File:         credential.File{Path: CredentialFile(opts.StateDir)},
+		Keyring:      credential.Keyring{Account: opts.StateDir},
 		Env:          opts.Env,
 		Login:        credential.LoginFile{Path: loginFile(cc.ClaudeLoginFile, opts.Env)},
 		Plan:         credential.Plan{SubscriptionType: cc.SubscriptionType, RateLimitTier: cc.RateLimitTier, Scopes: cc.Scopes},
