@@ -33,6 +33,11 @@ type CreateRequest struct {
 	Model          string   `json:"model,omitempty"`
 	Effort         string   `json:"effort,omitempty"`
 	CredentialMode string   `json:"credential_mode,omitempty"`
+	// ClaudeVersion runs another Claude Code version than the pinned one
+	// (paddock smoke proves a version with it): local boxes get it
+	// installed under <state-dir>/cli/<version>; docker boxes need the
+	// image paddock/box:claude-<version> (paddock image build).
+	ClaudeVersion string `json:"claude_version,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
 	// Credential, if set, is this session's own credential (the session

@@ -19,11 +19,11 @@ import (
 const smokePrompt = "Use the Bash tool to run exactly this shell command, then stop. TOOLTEST: echo smoke-ok > /workspace/smoke.txt"
 
 func smokeCmd(g *globals, o IO) *cobra.Command {
-	var backend string
+	var backend, version string
 	var keep bool
 	cmd := &cobra.Command{
-		Use:   "smoke [--backend B]",
-		Short: "Prove the pinned Claude Code works here: banner, /status, a tool turn, a clean 401",
+		Use:   "smoke [--claude-version V] [--backend B]",
+		Short: "Prove a Claude Code version works here before adopting it: banner, /status, a tool turn, a clean 401",
 		Long: `Run a throwaway session and check, one line each: claude --version reports the pin, the
 prompt is drawn, /status renders, a turn with a tool runs end to end (a file appears in
 /workspace), and a dummy credential is refused cleanly (401, no retries). Exits 1 on any failure.
@@ -36,7 +36,10 @@ It spends one small real turn against the Runner's upstream.`,
 			}
 			ctx := cmd.Context()
 			name := "smoke-" + strings.Split(session.NewName(), "-")[1] + fmt.Sprint(time.Now().Unix()%100000)
-			s, err := c.CreateSession(ctx, api.CreateRequest{Name: name, Backend: backend})
+			if version == "" {
+				version = claudecode.PinnedVersion
+			}
+			s, err := c.CreateSession(ctx, api.CreateRequest{Name: name, Backend: backend, ClaudeVersion: version})
 			if err != nil {
 				return err
 			}
@@ -87,8 +90,8 @@ It spends one small real turn against the Runner's upstream.`,
 			}
 
 			out, code, err := run("claude", "--version")
-			if err == nil && (code != 0 || !strings.HasPrefix(out, claudecode.PinnedVersion+" ")) {
-				err = fmt.Errorf("claude --version said %q (exit %d), not %s", strings.TrimSpace(out), code, claudecode.PinnedVersion)
+			if err == nil && (code != 0 || !strings.HasPrefix(out, version+" ")) {
+				err = fmt.Errorf("claude --version said %q (exit %d), not %s", strings.TrimSpace(out), code, version)
 			}
 			report("banner", err, strings.TrimSpace(out))
 			report("prompt", waitFor("bypass permissions on", 60*time.Second), "Claude Code drew its prompt")
@@ -99,7 +102,7 @@ It spends one small real turn against the Runner's upstream.`,
 				err = keys("Enter")
 			}
 			if err == nil {
-				err = waitFor("Version: "+claudecode.PinnedVersion, 30*time.Second)
+				err = waitFor("Version: "+version, 30*time.Second)
 			}
 			report("/status", err, "rendered in the terminal")
 			_ = keys("Escape")
@@ -154,6 +157,7 @@ It spends one small real turn against the Runner's upstream.`,
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "local or docker (default from config)")
+	cmd.Flags().StringVar(&version, "claude-version", "", "the Claude Code version to prove (default: the pinned "+claudecode.PinnedVersion+"); local installs it from npm, docker needs paddock/box:claude-<version>")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the smoke session afterwards, to look at it")
 	return cmd
 }

@@ -384,7 +384,7 @@ func TestSetModelAndKeepVolume(t *testing.T) {
 func TestSmoke(t *testing.T) {
 	e := newEnv(t)
 	for _, backend := range []string{"local", "docker"} {
-		out, code := e.pdCode("smoke", "--backend", backend)
+		out, code := e.pdCode("smoke", "--backend", backend, "--claude-version", "2.1.328")
 		if code != 0 {
 			t.Fatalf("%s: smoke failed:\n%s", backend, out)
 		}

@@ -63,6 +63,14 @@ func CheckBase(base string) error {
 	return fmt.Errorf("base %q is not pinned: give sha256:<image id> or name@sha256:<digest> (tags and latest float): %w", base, errdefs.ErrInvalid)
 }
 
+// CheckVersion checks only the Claude Code version; it returns it.
+func (s *Spec) CheckVersion() (string, error) {
+	if !exactVer.MatchString(s.ClaudeVersion) {
+		return "", fmt.Errorf("claude version %q is not an exact version like 2.1.328: %w", s.ClaudeVersion, errdefs.ErrInvalid)
+	}
+	return s.ClaudeVersion, nil
+}
+
 // Check validates a spec and fills the default tag.
 func (s *Spec) Check() error {
 	if err := CheckBase(s.Base); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/image"
 	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/mirror"
@@ -315,7 +316,15 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err := r.save(&s); err != nil {
 		return session.Session{}, err
 	}
-	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: id, Workspace: req.Workspace, Limits: r.limits()})
+	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, Limits: r.limits()}
+	if v := req.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
+		if co, err = r.withClaudeVersion(ctx, co, be.Name(), v); err != nil {
+			r.fail(&s, err.Error())
+			return s, err
+		}
+		s.ClaudeVersion = v
+	}
+	bx, err := be.Create(ctx, co)
 	if err != nil {
 		r.fail(&s, "create box: "+err.Error())
 		return s, err
@@ -562,6 +571,26 @@ func (r *Runner) sessionCredFile(id string) credential.File {
 	return credential.File{Path: filepath.Join(r.opts.StateDir, "session-credentials", id+".json")}
 }
 
+// withClaudeVersion sets up a box to run Claude Code v instead of the pin:
+// the npm package installed (and verified) under the state directory for
+// local boxes, the matching image for docker ones.
+func (r *Runner) withClaudeVersion(ctx context.Context, co sandbox.CreateOptions, backend, v string) (sandbox.CreateOptions, error) {
+	if _, err := (&image.Spec{Base: "sha256:" + strings.Repeat("0", 64), ClaudeVersion: v}).CheckVersion(); err != nil {
+		return co, err
+	}
+	switch backend {
+	case "docker":
+		co.Image = "paddock/box:claude-" + v
+	default:
+		bin, err := claudecode.Install(ctx, claudecode.Dir(r.opts.StateDir, v), v)
+		if err != nil {
+			return co, fmt.Errorf("install Claude Code %s: %w", v, err)
+		}
+		co.ClaudeBinary = bin
+	}
+	return co, nil
+}
+
 // relaySecretFile is where a session's secret for a relay is kept (0600).
 func (r *Runner) relaySecretFile(id, relay string) credential.File {
 	return credential.File{Path: filepath.Join(r.opts.StateDir, "session-credentials", id+".relay-"+relay+".json")}
@@ -652,7 +681,14 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 	}
 	// A failed session may have lost its box: make a new one on the same volume.
 	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
-		bx, err := be.Create(ctx, sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, Limits: r.limits()})
+		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, Limits: r.limits()}
+		if s.ClaudeVersion != "" {
+			if co, err = r.withClaudeVersion(ctx, co, be.Name(), s.ClaudeVersion); err != nil {
+				r.fail(&s, err.Error())
+				return s, err
+			}
+		}
+		bx, err := be.Create(ctx, co)
 		if err != nil {
 			r.fail(&s, "re-create box: "+err.Error())
 			return s, err

@@ -88,6 +88,9 @@ type CreateOptions struct {
 	// /workspace on the session volume.
 	Workspace string
 	Limits    Limits
+	// ClaudeBinary replaces the backend's Claude Code binary for this box
+	// (backends that bind it from the host; image backends use Image).
+	ClaudeBinary string
 }
 
 // StopOptions control Stop.

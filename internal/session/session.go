@@ -125,6 +125,9 @@ type Session struct {
 	// Limits of the credential proxy for this session; zero: none.
 	Limits limits.Limits `json:"limits,omitempty"`
 
+	// ClaudeVersion is set when the session runs another version than the pin.
+	ClaudeVersion string `json:"claude_version,omitempty"`
+
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
 

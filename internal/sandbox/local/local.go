@@ -23,6 +23,7 @@ package local
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +127,7 @@ type record struct {
 	UID       int               `json:"uid"`
 	Workspace string            `json:"workspace,omitempty"` // host dir, or "" for the volume's
 	Limits    sandbox.Limits    `json:"limits"`
+	Claude    string            `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
 	Notes     []string          `json:"notes,omitempty"`
 	Cgroup    *cgroup.Group     `json:"cgroup,omitempty"`
 	// The running instance, if any: the guest's host pid and its start
@@ -234,7 +236,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, Limits: o.Limits.WithDefaults()}
+		UID: uid, Workspace: o.Workspace, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -455,8 +457,8 @@ func (b *Backend) args(r *record) []string {
 		}
 	}
 	a = append(a, "--ro-bind", b.cfg.GuestBinary, "/opt/paddock/bin/paddock")
-	if b.cfg.ClaudeBinary != "" {
-		a = append(a, "--ro-bind", b.cfg.ClaudeBinary, "/opt/claude/bin/claude")
+	if claude := cmp.Or(r.Claude, b.cfg.ClaudeBinary); claude != "" {
+		a = append(a, "--ro-bind", claude, "/opt/claude/bin/claude")
 	}
 	a = append(a,
 		"--bind", filepath.Join(vol, "home"), sandbox.HomeDir,
