@@ -3,7 +3,8 @@
 # caches what it builds so a second run takes seconds:
 #   - Debian packages (apt-get; only the missing ones, one apt-get update):
 #     bubblewrap and tmux (the local backend), docker.io (the docker
-#     backend), debootstrap (the test base image), chromium (the web page test)
+#     backend), debootstrap (the test base image), chromium (the web page test),
+#     nginx-light (the reference proxy in the benchmark)
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
 #   - the test base image paddock-test/base:bookworm: a Debian rootfs made
@@ -21,7 +22,7 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
 # Debian packages. Node.js and npm: only when missing (a newer node from
 # elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium)
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -33,7 +34,16 @@ if [ "${1:-}" != "--no-apt" ] && [ ${#missing[@]} -gt 0 ]; then
   fi
   say "apt-get install ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # No package starts a service: nginx would listen on :80 (the benchmark
+  # runs its own on loopback), and dockerd is started below with our checks.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || { [ -z "$policy" ] || rm -f "$policy"; exit 1; }
+  [ -z "$policy" ] || rm -f "$policy"
 fi
 
 mkdir -p "$CACHE/bin" "$CACHE/cli"

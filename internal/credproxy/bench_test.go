@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // benchUpstream answers a small JSON body, or for /v1/messages with
@@ -76,6 +79,88 @@ func newBenchEnv(tb testing.TB, up http.Handler) *benchEnv {
 		auth:  http.Header{"Authorization": {"Bearer " + tok.Reveal()}, "Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}},
 		close: func() { ps.Close(); p.Drain(); dl.Close(); upSrv.Close() },
 	}
+}
+
+// benchChildEnv, when set in the environment of this test binary, makes it
+// a stand-alone credential proxy to the upstream it names (see TestMain).
+const benchChildEnv = "PADDOCK_BENCH_PROXY_UPSTREAM"
+
+// TestMain lets the benchmark run paddock's proxy in its own process, as the
+// Runner does, so it does not share a Go runtime with the load it measures.
+func TestMain(m *testing.M) {
+	if up := os.Getenv(benchChildEnv); up != "" {
+		if err := runProxyChild(up); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runProxyChild serves the proxy on a loopback port, prints "addr token" on
+// stdout and serves until its stdin closes.
+func runProxyChild(upstream string) error {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	reg, _ := sessiontoken.New(store.NewMemory())
+	tok, _ := reg.Issue("bench", credential.KindOAuth)
+	dir, err := os.MkdirTemp("", "paddock-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	dl, err := decisionlog.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	p, err := New(Options{Upstream: u, Credential: credential.Static{Kind: credential.KindOAuth, Secret: secret.New("sk-fake-bench")},
+		Tokens: reg, Decisions: dl, Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := NewServer(p, 10*time.Second)
+	go srv.Serve(l)
+	fmt.Printf("%s %s\n", l.Addr(), tok.Reveal())
+	io.Copy(io.Discard, os.Stdin)
+	srv.Close()
+	p.Drain()
+	return dl.Close()
+}
+
+// startProxyProcess runs runProxyChild in a child process and returns its
+// base URL and the headers that carry its session token.
+func startProxyProcess(tb testing.TB, upstream string, hdr http.Header) (string, http.Header) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), benchChildEnv+"="+upstream)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { in.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, tok, ok := strings.Cut(strings.TrimSpace(line), " ")
+	if err != nil || !ok {
+		tb.Fatalf("proxy child: %q %v", line, err)
+	}
+	h := hdr.Clone()
+	h.Set("Authorization", "Bearer "+tok)
+	return "http://" + addr, h
 }
 
 const benchBody = `{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
@@ -156,11 +241,13 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 	return out
 }
 
-// BenchmarkProxyVsDirect measures, in one run with rounds interleaved, the
-// latency the credential proxy adds to a small request (concurrency 1 and
-// 32) and to each SSE event (1 and 64 concurrent streams), against calling
-// the same fake upstream directly. It prints a table and reports the added
-// p50s as metrics. Run it with `make bench`.
+// BenchmarkProxyVsDirect measures, in one run with rounds interleaved, what
+// paddock's credential proxy and the reference nginx (nginx_test.go) each
+// add over calling the same fake upstream directly: a small request's
+// latency at concurrency 1, 32 and 64, each SSE event's delay with 1, 32 and
+// 64 concurrent streams, and small requests per second. It prints two tables
+// and reports the added p50s as metrics. Run it with `make bench`; without
+// nginx installed the nginx columns are empty.
 func BenchmarkProxyVsDirect(b *testing.B) {
 	rounds := 6
 	if s := os.Getenv("PADDOCK_BENCH_ROUNDS"); s != "" {
@@ -168,43 +255,95 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	}
 	env := newBenchEnv(b, benchUpstream(40, 2*time.Millisecond))
 	defer env.close()
-	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 256, DisableCompression: true}}
-	type row struct {
-		name       string
-		direct, px []time.Duration
+	type target struct {
+		name, base string
+		hdr        http.Header
 	}
-	rows := []*row{{name: "small request, c=1"}, {name: "small request, c=32"}, {name: "SSE event, 1 stream"}, {name: "SSE event, 64 streams"}}
-	// Warm both paths (connections, pools).
-	latencies(b, cl, env.direct, env.auth, 32, 200)
-	latencies(b, cl, env.proxy, env.auth, 32, 200)
+	pbase, phdr := startProxyProcess(b, env.direct, env.auth)
+	targets := []target{{"direct", env.direct, env.auth}, {"paddock", pbase, phdr}, {"paddock in-process", env.proxy, env.auth}}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil || os.Getenv(testenv.RequireEnv) != "" {
+		targets = append(targets, target{"nginx", startNginx(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench"), env.auth})
+	} else {
+		b.Log("nginx is not installed; its columns stay empty (make deps installs it)")
+	}
+	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 512, DisableCompression: true}}
+	type row struct {
+		name    string
+		c       int
+		sse     bool
+		samples map[string][]time.Duration
+		reqs    map[string]int
+		elapsed map[string]time.Duration
+	}
+	var rows []*row
+	for _, c := range []int{1, 32, 64} {
+		rows = append(rows, &row{name: fmt.Sprintf("small request, c=%d", c), c: c})
+	}
+	for _, c := range []int{1, 32, 64} {
+		rows = append(rows, &row{name: fmt.Sprintf("SSE event, %d streams", c), c: c, sse: true})
+	}
+	for _, rw := range rows {
+		rw.samples, rw.reqs, rw.elapsed = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}
+	}
+	for _, tg := range targets { // warm connections and pools
+		latencies(b, cl, tg.base, tg.hdr, 64, 400)
+	}
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
-			targets := []string{env.direct, env.proxy}
-			if r%2 == 1 {
-				targets = []string{env.proxy, env.direct} // interleave the order too
-			}
-			for _, base := range targets {
-				isProxy := base == env.proxy
-				add := func(rw *row, d []time.Duration) {
-					if isProxy {
-						rw.px = append(rw.px, d...)
+			for k := range targets {
+				tg := targets[(k+r)%len(targets)] // rotate the order each round
+				for _, rw := range rows {
+					t0 := time.Now()
+					var d []time.Duration
+					if rw.sse {
+						d = eventDelays(b, cl, tg.base, tg.hdr, rw.c)
 					} else {
-						rw.direct = append(rw.direct, d...)
+						d = latencies(b, cl, tg.base, tg.hdr, rw.c, max(400, 50*rw.c))
+						rw.reqs[tg.name] += len(d)
+						rw.elapsed[tg.name] += time.Since(t0)
 					}
+					rw.samples[tg.name] = append(rw.samples[tg.name], d...)
 				}
-				add(rows[0], latencies(b, cl, base, env.auth, 1, 400))
-				add(rows[1], latencies(b, cl, base, env.auth, 32, 1600))
-				add(rows[2], eventDelays(b, cl, base, env.auth, 1))
-				add(rows[3], eventDelays(b, cl, base, env.auth, 64))
 			}
 		}
 	}
-	t := perf.Table{Title: "Credential proxy vs direct (ms)", Header: []string{"case", "direct p50", "proxy p50", "direct p99", "proxy p99", "added p50", "added p99"}}
-	for _, rw := range rows {
-		d50, p50, d99, p99 := perf.Pct(rw.direct, .5), perf.Pct(rw.px, .5), perf.Pct(rw.direct, .99), perf.Pct(rw.px, .99)
-		t.Add(rw.name, perf.MS(d50), perf.MS(p50), perf.MS(d99), perf.MS(p99), perf.MS(p50-d50), perf.MS(p99-d99))
-		metric := strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(rw.name)
-		b.ReportMetric(float64((p50-d50).Microseconds())/1000, "added-p50-ms/"+metric)
+	var names []string
+	for _, tg := range targets {
+		names = append(names, tg.name)
 	}
-	t.Write(os.Stderr)
+	var tables []*perf.Table
+	for _, p := range []float64{.5, .99} {
+		t := &perf.Table{Title: fmt.Sprintf("Latency p%.0f, ms: paddock's proxy (own process, as the Runner runs it; and in the benchmark's process) and nginx against a direct call", p*100)}
+		t.Header = append([]string{"case"}, names...)
+		for _, n := range names[1:] {
+			t.Header = append(t.Header, n+" added")
+		}
+		for _, rw := range rows {
+			base := perf.Pct(rw.samples["direct"], p)
+			cells := []string{rw.name}
+			for _, n := range names {
+				cells = append(cells, perf.MS(perf.Pct(rw.samples[n], p)))
+			}
+			for _, n := range names[1:] {
+				cells = append(cells, perf.MS(perf.Pct(rw.samples[n], p)-base))
+			}
+			t.Add(cells...)
+		}
+		tables = append(tables, t)
+	}
+	rps := &perf.Table{Title: "Small requests per second (client, proxy and upstream share the machine)", Header: append([]string{"concurrency"}, names...)}
+	for _, rw := range rows {
+		metric := strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(rw.name)
+		b.ReportMetric(float64((perf.Pct(rw.samples["paddock"], .5)-perf.Pct(rw.samples["direct"], .5)).Microseconds())/1000, "added-p50-ms/"+metric)
+		if !rw.sse {
+			cells := []string{strconv.Itoa(rw.c)}
+			for _, n := range names {
+				cells = append(cells, fmt.Sprintf("%.0f", float64(rw.reqs[n])/rw.elapsed[n].Seconds()))
+			}
+			rps.Add(cells...)
+		}
+	}
+	for _, t := range append(tables, rps) {
+		t.Write(os.Stderr)
+	}
 }
