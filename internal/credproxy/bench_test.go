@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,6 +128,11 @@ func runProxyChild(upstream string) error {
 	}
 	srv := NewServer(p, 10*time.Second)
 	go srv.Serve(l)
+	if f := os.Getenv("PADDOCK_BENCH_PROXY_CPUPROFILE"); f != "" {
+		w, _ := os.Create(f)
+		pprof.StartCPUProfile(w)
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Printf("%s %s\n", l.Addr(), tok.Reveal())
 	io.Copy(io.Discard, os.Stdin)
 	srv.Close()

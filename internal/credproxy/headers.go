@@ -13,7 +13,7 @@ func normName(k string) string {
 
 // strippedExact are removed from every forwarded request whatever their case
 // or '_' spelling: credentials, and what a client could use to lie about
-// where the request came from. Hop-by-hop headers and those named in
+// where the request came from, or that would change the method. Hop-by-hop headers and those named in
 // Connection are already removed by httputil.ReverseProxy; they are listed
 // again so that the rule holds here on its own.
 var strippedExact = map[string]bool{
@@ -35,6 +35,11 @@ var strippedExact = map[string]bool{
 	"expect":              true, // the body is already read; no 100-continue upstream
 	"content-length":      true, // set by paddock from the buffered body
 	"http2-settings":      true,
+	// Method overrides: the route allows one method; an upstream (or a
+	// proxy in front of it) that honours these could be made to run another.
+	"x-http-method-override": true,
+	"x-http-method":          true,
+	"x-method-override":      true,
 }
 
 // isStripped reports whether a request header never reaches the upstream.
