@@ -43,7 +43,7 @@ type env struct {
 
 	mu    sync.Mutex
 	serve *exec.Cmd
-	log   *bytes.Buffer
+	log   *testenv.Buffer
 }
 
 func newEnv(t testing.TB) *env {
@@ -87,7 +87,7 @@ func (e *env) start() {
 	defer e.mu.Unlock()
 	cmd := exec.Command(e.bin, "--state-dir", e.dir, "serve")
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "CLAUDE_CODE_OAUTH_TOKEN=" + ownerToken}
-	e.log = &bytes.Buffer{}
+	e.log = &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = e.log, e.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -121,7 +121,7 @@ func TestSecretHygiene(t *testing.T) {
 				return nil
 			})
 			e.mu.Lock()
-			check("the Runner's log", e.log.Bytes())
+			check("the Runner's log", []byte(e.log.String()))
 			e.mu.Unlock()
 			for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"logs", name}, {"logs", name, "--json"}, {"logs", name, "--egress"},
 				{"credential", "status"}, {"doctor"}, {"set", name, "--budget", "1000000"}, {"wake", name}, {"exec", name, "--", "nope-not-a-command"}} {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -88,6 +89,9 @@ type Runner struct {
 	sess sessionsState
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
+	// stopping is set when Serve shuts down: channels that end then were
+	// ended by the Runner, not lost (see watchLink).
+	stopping atomic.Bool
 	// adopted is closed when the start-up reconciliation is done; session
 	// operations wait for it, so none races a re-adoption.
 	adopted chan struct{}
@@ -408,6 +412,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	}
 	r.proxy.Drain()
 	// Boxes keep running; only this Runner's channels to them end.
+	r.stopping.Store(true)
 	r.sess.mu.Lock()
 	for _, lv := range r.sess.live {
 		if lv.link != nil {

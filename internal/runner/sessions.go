@@ -94,11 +94,81 @@ func (r *Runner) setLive(id string, l *live) {
 	if old := r.sess.live[id]; old != nil && old.link != nil && (l == nil || l.link != old.link) {
 		old.link.Close()
 	}
+	if l != nil && l.link != nil {
+		if old := r.sess.live[id]; old == nil || old.link != l.link {
+			go r.watchLink(id, l.link)
+		}
+	}
 	if l == nil {
 		delete(r.sess.live, id)
 	} else {
 		r.sess.live[id] = l
 	}
+}
+
+// watchLink waits for a live session's channel to end. An end the Runner
+// did not ask for (sleep, rm and shutdown all replace or drop the link
+// first, or set stopping) means the box died or was killed from outside:
+// the session's token is revoked and the session is marked asleep, or
+// failed if its box is gone, with the reason; paddock wake resumes it.
+func (r *Runner) watchLink(id string, l *Link) {
+	<-l.Client.Done()
+	current := func() bool {
+		lv := r.getLive(id)
+		return !r.stopping.Load() && lv != nil && lv.link == l
+	}
+	if !current() {
+		return
+	}
+	unlock := r.sessionLock(id)
+	defer unlock()
+	if !current() {
+		return
+	}
+	s, err := r.reload(id)
+	if err != nil {
+		r.log.Error("box channel lost: reload session", logkey.Session, id, logkey.Error, err)
+		return
+	}
+	_ = r.detach(id)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		r.fail(&s, "lost the channel to its box, and its backend: "+err.Error())
+		return
+	}
+	// A box killed from outside may still read as running for a moment
+	// after its channel ended (Docker updates its state asynchronously).
+	var bx sandbox.Box
+	for i := 0; ; i++ {
+		bx, err = be.Inspect(ctx, s.BoxID)
+		if err != nil || bx.State != sandbox.StateRunning || i == 30 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	switch {
+	case errdefs.Is(err, errdefs.ErrNotFound):
+		r.fail(&s, "its box disappeared (removed from outside paddock); paddock wake makes a new one on the same volume")
+		return
+	case err != nil:
+		r.fail(&s, "lost the channel to its box: inspect: "+err.Error())
+		return
+	case bx.State == sandbox.StateRunning:
+		// Alive but unreachable: a box paddock cannot control must not
+		// keep running; stop it so wake starts it clean.
+		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			r.fail(&s, "lost the channel to its box, and could not stop it: "+err.Error())
+			return
+		}
+		s.Reason = "lost the channel to its box; paddock stopped it; paddock wake resumes it"
+	default:
+		s.Reason = "its box stopped from outside paddock (killed, or it exited); paddock wake resumes it"
+	}
+	s.Observed = session.Asleep
+	_ = r.save(&s)
+	r.log.Warn("session box lost", logkey.Session, s.ID, logkey.Reason, s.Reason)
 }
 
 // Sessions lists every session record, newest first.
@@ -423,10 +493,17 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 
 	// One exec reads what is there: whether the conversation exists (claude
 	// --resume of an id with no transcript exits at once) and both config
-	// files, NUL-separated.
+	// files, NUL-separated. In a box where claude does not run yet (tmux
+	// is not up), a transcript without a single user message — what a box
+	// killed before claude wrote one leaves — cannot be resumed and blocks
+	// --session-id: it is kept aside, and the conversation starts anew.
+	// While claude runs its transcript may lag behind; it is resumed as is.
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`if test -f "$1"; then printf R; else printf N; fi; printf '\0'; cat "$2" 2>/dev/null; printf '\0'; cat "$3" 2>/dev/null; true`,
-		"sh", transcript, claudeJSON, settingsJSON)
+		`if ! test -f "$1"; then printf N; `+
+			`elif grep -qs '"type":"user"' "$1" || tmux -L "$4" has-session 2>/dev/null; then printf R; `+
+			`else mv -f "$1" "$1.unresumable"; printf N; fi; `+
+			`printf '\0'; cat "$2" 2>/dev/null; printf '\0'; cat "$3" 2>/dev/null; true`,
+		"sh", transcript, claudeJSON, settingsJSON, TmuxSocket)
 	parts := strings.SplitN(out, "\x00", 3)
 	if err != nil || code != 0 || len(parts) != 3 {
 		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
