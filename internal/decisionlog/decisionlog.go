@@ -71,6 +71,9 @@ type Dir struct {
 
 	mu    sync.Mutex
 	files map[string]*os.File
+	// torn marks files whose last write stopped mid-line (a full disk):
+	// the next line starts on a new one, so only the torn entry is lost.
+	torn map[string]bool
 }
 
 // OpenDir prepares dir (mode 0700).
@@ -78,7 +81,7 @@ func OpenDir(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("decision log directory: %w", err)
 	}
-	return &Dir{path: dir, files: map[string]*os.File{}}, nil
+	return &Dir{path: dir, files: map[string]*os.File{}, torn: map[string]bool{}}, nil
 }
 
 // Record implements Sink. Entries without a session (a request with no valid
@@ -103,10 +106,15 @@ func (d *Dir) Record(e Entry) {
 		}
 		d.files[e.Session] = f
 	}
+	if d.torn[e.Session] {
+		line = append([]byte{'\n'}, line...)
+	}
 	// One write per line with O_APPEND: lines never interleave.
-	if _, err := f.Write(line); err != nil {
+	n, err := f.Write(line)
+	if err != nil {
 		d.fail(err)
 	}
+	d.torn[e.Session] = n > 0 && n < len(line) || d.torn[e.Session] && n == 0
 }
 
 func (d *Dir) fail(err error) {

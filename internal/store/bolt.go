@@ -71,13 +71,18 @@ func (s *Bolt) Put(bucket, key string, value []byte) error {
 	if bucket == "" || key == "" {
 		return fmt.Errorf("empty bucket or key: %w", errdefs.ErrInvalid)
 	}
-	return mapClosed(s.db.Update(func(tx *bolt.Tx) error {
+	err := mapClosed(s.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte(bucket))
 		if err != nil {
 			return err
 		}
 		return b.Put([]byte(key), value)
 	}))
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// E.g. a full disk: nothing of this Put is kept, all before it is.
+		return fmt.Errorf("store: save %s/%s: %w", bucket, key, err)
+	}
+	return err
 }
 
 // Delete implements Store.
