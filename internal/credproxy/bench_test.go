@@ -144,6 +144,13 @@ func runProxyChild(upstream string) error {
 // base URL and the headers that carry its session token.
 func startProxyProcess(tb testing.TB, upstream string, hdr http.Header) (string, http.Header) {
 	tb.Helper()
+	base, h, _ := startProxyProcessPID(tb, upstream, hdr)
+	return base, h
+}
+
+// startProxyProcessPID is startProxyProcess that also returns the child's pid.
+func startProxyProcessPID(tb testing.TB, upstream string, hdr http.Header) (string, http.Header, int) {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), benchChildEnv+"="+upstream)
 	in, err := cmd.StdinPipe()
@@ -166,7 +173,7 @@ func startProxyProcess(tb testing.TB, upstream string, hdr http.Header) (string,
 	}
 	h := hdr.Clone()
 	h.Set("Authorization", "Bearer "+tok)
-	return "http://" + addr, h
+	return "http://" + addr, h, cmd.Process.Pid
 }
 
 const benchBody = `{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`

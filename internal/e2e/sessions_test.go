@@ -58,27 +58,39 @@ func TestSessionLifecycle(t *testing.T) {
 			}
 			// The ledger joins the transcript: the request that carried the
 			// tool's result names the tool_use id Claude Code recorded.
+			// The entry is written once the response has ended: poll.
 			var ledgerIDs []string
-			for _, l := range strings.Split(strings.TrimSpace(e.pd("logs", name, "--json")), "\n") {
-				var en struct {
-					ToolResultIDs []string `json:"tool_result_ids"`
+			for i := 0; len(ledgerIDs) == 0 && i < 50; i++ {
+				if i > 0 {
+					time.Sleep(100 * time.Millisecond)
 				}
-				json.Unmarshal([]byte(l), &en)
-				ledgerIDs = append(ledgerIDs, en.ToolResultIDs...)
+				for _, l := range strings.Split(strings.TrimSpace(e.pd("logs", name, "--json")), "\n") {
+					var en struct {
+						ToolResultIDs []string `json:"tool_result_ids"`
+					}
+					json.Unmarshal([]byte(l), &en)
+					ledgerIDs = append(ledgerIDs, en.ToolResultIDs...)
+				}
 			}
 			if len(ledgerIDs) != 1 {
 				t.Fatalf("ledger tool ids %v", ledgerIDs)
 			}
-			transcript := e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`)
 			// Claude Code records the tool call (its id) in the transcript's
 			// assistant message; the ledger has the same id on the request
-			// that carried the result.
+			// that carried the result. Claude writes its transcript
+			// asynchronously: poll.
 			joined := false
-			for _, l := range strings.Split(transcript, "\n") {
-				joined = joined || strings.Contains(l, `"type":"assistant"`) && strings.Contains(l, `"id":"`+ledgerIDs[0]+`"`) && strings.Contains(l, `"type":"tool_use"`)
+			for i := 0; !joined && i < 100; i++ {
+				if i > 0 {
+					time.Sleep(100 * time.Millisecond)
+				}
+				transcript := e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`)
+				for _, l := range strings.Split(transcript, "\n") {
+					joined = joined || strings.Contains(l, `"type":"assistant"`) && strings.Contains(l, `"id":"`+ledgerIDs[0]+`"`) && strings.Contains(l, `"type":"tool_use"`)
+				}
 			}
 			if !joined {
-				t.Fatalf("no tool call %s in the transcript", ledgerIDs[0])
+				t.Fatalf("no tool call %s in the transcript after 10 s", ledgerIDs[0])
 			}
 			// exec runs with claude's environment and passes the exit code.
 			tok1 := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
