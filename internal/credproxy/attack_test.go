@@ -1,8 +1,6 @@
 package credproxy
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/credproxy/attacks"
 )
 
 // recorder is an upstream that keeps every request it is sent.
@@ -42,15 +41,8 @@ func (rc *recorder) all() []recorded {
 	return append([]recorded(nil), rc.reqs...)
 }
 
-// sentinel ends every attack: a refused request that closes the
-// connection, so rawAll knows when the server has answered everything
-// before it without closing its side first (a half-closed client is a
-// client that went away, and its request is cancelled).
-const sentinel = "GET /paddock-attack-sentinel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-
-// rawAll writes req and the sentinel on a fresh connection and reads every
-// response until the server closes the connection. It returns the
-// responses before the sentinel's.
+// rawAll writes req and the sentinel on a fresh connection and returns
+// the responses before the sentinel's.
 func rawAll(t *testing.T, addr, req string) []*http.Response {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -59,25 +51,8 @@ func rawAll(t *testing.T, addr, req string) []*http.Response {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(3 * time.Second))
-	go io.WriteString(c, req+sentinel) // the server may stop reading early
-	br := bufio.NewReader(c)
-	var out []*http.Response
-	for {
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			break
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusContinue {
-			continue
-		}
-		out = append(out, resp)
-	}
-	if n := len(out); n > 0 && out[n-1].StatusCode == http.StatusNotFound && out[n-1].Close {
-		out = out[:n-1] // the sentinel's
-	}
-	return out
+	go io.WriteString(c, req+attacks.Sentinel) // the server may stop reading early
+	return attacks.ReadResponses(c)
 }
 
 // checkForwarded holds the proxy's promise over every request the upstream
@@ -126,7 +101,7 @@ func checkForwarded(t *testing.T, rc *recorder, kind credential.Kind, real strin
 // refusal, or (where the attack is normalised away) the one legitimate
 // request forwarded.
 func TestAttackSuite(t *testing.T) {
-	const junk = "sk-junk-credential-from-the-box"
+	junk := attacks.Junk
 	for _, kind := range []credential.Kind{credential.KindAPIKey, credential.KindOAuth} {
 		t.Run(string(kind), func(t *testing.T) {
 			rc := &recorder{}
@@ -138,99 +113,21 @@ func TestAttackSuite(t *testing.T) {
 			if kind != credential.KindAPIKey {
 				otherHeader, otherPrefix = "X-Api-Key", ""
 			}
-			auth := k + ": " + v + "\r\n"
-			body := smallBody
-			post := func(target, extra string) string {
-				return "POST " + target + " HTTP/1.1\r\nHost: api.anthropic.com\r\n" + auth + extra +
-					fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
-			}
-			good := post("/v1/messages", "")
-			admin := "GET /v1/organizations/me HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"
-			// want: the number of upstream requests the case may cause
-			// (0: all refused; 1: the legitimate one only).
-			cases := []struct {
-				name string
-				req  string
-				want int
-			}{
-				// Path tricks beyond TestPathTricksRefused.
-				{"encoded dot segment", post("/v1/%2e%2e/v1/messages", ""), 0},
-				{"encoded dot", post("/v1/%2e/messages", ""), 0},
-				{"fragment", post("/v1/messages#frag", ""), 0},
-				{"backslash", post("/v1\\messages", ""), 0},
-				{"overlong utf8 slash", post("/v1%c0%afmessages", ""), 0},
-				{"tab in target", post("/v1/messages\t/x", ""), 0},
-				// Methods and overrides.
-				{"override to DELETE on allowed route", post("/v1/messages", "X-HTTP-Method-Override: DELETE\r\nX-HTTP-Method: DELETE\r\nX-Method-Override: DELETE\r\n"), 1},
-				{"override POST to GET models", post("/v1/models", "X-HTTP-Method-Override: GET\r\n"), 0},
-				{"lower-case method", strings.Replace(good, "POST", "post", 1), 0},
-				{"unknown method", strings.Replace(good, "POST", "PROPFIND", 1), 0},
-				// Host tricks: the upstream host is paddock's choice.
-				{"host evil", strings.Replace(good, "Host: api.anthropic.com", "Host: evil.test", 1), 1},
-				{"two hosts", strings.Replace(good, "Host: api.anthropic.com\r\n", "Host: a\r\nHost: b\r\n", 1), 0},
-				{"no host http/1.1", strings.Replace(good, "Host: api.anthropic.com\r\n", "", 1), 0},
-				{"host with userinfo", strings.Replace(good, "Host: api.anthropic.com", "Host: user:pass@evil.test", 1), 0},
-				// Credentials in other places.
-				{"credential in connection", post("/v1/messages", "Connection: "+otherHeader+"\r\n"+otherHeader+": "+otherPrefix+junk+"\r\n"), 1},
-				{"own credential header nominated in connection", post("/v1/messages", "Connection: "+k+"\r\n"), 1},
-				{"x-forwarded", post("/v1/messages", "X-Forwarded-Host: evil.test\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Authorization: Bearer "+junk+"\r\n"), 1},
-				// Smuggling.
-				// CL and TE: TE wins (RFC 9112 §6.3), the empty body is forwarded
-				// re-framed with its own Content-Length, and the request
-				// smuggled behind it is parsed as a request of its own: refused.
-				{"CL and TE", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + admin, 1},
-				{"TE obfuscated space", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + admin, 0},
-				{"TE xchunked", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 0},
-				{"TE chunked, identity", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 0},
-				{"TE twice", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 0},
-				{"CL twice differing", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 0},
-				{"CL negative", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: -1\r\n\r\n{}", 0},
-				{"CL plus sign", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: +2\r\n\r\n{}", 0},
-				{"CL hex", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 0x2\r\n\r\n{}", 0},
-				{"CL huge", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 99999999999999999999\r\n\r\n{}", 0},
-				{"CL over limit", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 1000000\r\n\r\n{}", 0},
-				{"chunk size overflow", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\nfffffffffffffffff1\r\n{}\r\n0\r\n\r\n", 0},
-				{"chunk size with junk", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n2 x\r\n{}\r\n0\r\n\r\n", 0},
-				{"chunk bare LF", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n" + admin, 0},
-				// obs-fold is normalised (RFC 9112 §5.2: replaced by a space):
-				// the folded line stays inside X-Thing's value, never a header.
-				{"obs-fold", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "X-Thing: a\r\n " + otherHeader + ": " + otherPrefix + "folded\r\nContent-Length: 2\r\n\r\n{}", 1},
-				{"bare CR in header", "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + "X-Thing: a\rAuthorization: Bearer " + junk + "\r\nContent-Length: 2\r\n\r\n{}", 0},
-				{"bare LF line ends", strings.ReplaceAll(good, "\r\n", "\n"), 1},
-				{"NUL in header", post("/v1/messages", "X-Thing: a\x00b\r\n"), 0},
-				{"space before colon", post("/v1/messages", "X-Api-Key : "+junk+"\r\n"), 0},
-				{"pipelined disallowed", good + admin + "POST /v1/messages/batches HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 2\r\n\r\n{}", 1},
-				{"pipelined after refused", admin + good, 1},
-				// Upgrades and expectations.
-				{"expect 100-continue", post("/v1/messages", "Expect: 100-continue\r\n"), 1},
-				{"expect other", post("/v1/messages", "Expect: 200-ok\r\n"), 0},
-				{"h2c on POST", post("/v1/messages", "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"), 0},
-				// Size.
-				{"oversized header", post("/v1/messages", "X-Big: "+strings.Repeat("a", 80<<10)+"\r\n"), 0},
-				{"oversized URL", post("/v1/messages?beta="+strings.Repeat("a", 80<<10), ""), 0},
-				{"many headers", post("/v1/messages", strings.Repeat("X-A: b\r\n", 10000)), 0},
-			}
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
+			for _, tc := range attacks.Cases(k, v, otherHeader, otherPrefix) {
+				t.Run(tc.Name, func(t *testing.T) {
 					before := len(rc.all())
-					resps := rawAll(t, addr, tc.req)
+					resps := rawAll(t, addr, tc.Req)
 					got := len(rc.all()) - before
-					if got != tc.want {
+					if got != tc.Want {
 						var codes []int
 						for _, r := range resps {
 							codes = append(codes, r.StatusCode)
 						}
-						t.Errorf("upstream saw %d requests, want %d (responses %v)", got, tc.want, codes)
+						t.Errorf("upstream saw %d requests, want %d (responses %v)", got, tc.Want, codes)
 					}
-					// Exactly one response may be 200: the forwarded one.
-					ok := 0
-					for _, r := range resps {
-						if r.StatusCode >= 200 && r.StatusCode < 300 {
-							ok++
-						}
-					}
-					if ok != tc.want {
-						t.Errorf("%d successful responses, want %d", ok, tc.want)
+					// Only the forwarded request may succeed.
+					if ok := attacks.Successes(resps); ok != tc.Want {
+						t.Errorf("%d successful responses, want %d", ok, tc.Want)
 					}
 				})
 			}
