@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,9 +115,12 @@ func TestNginxReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test; -short given")
 	}
+	var mu sync.Mutex
 	var got []string
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		mu.Unlock()
 		benchUpstream(3, time.Millisecond).ServeHTTP(w, r)
 	})
 	env := newBenchEnv(t, up)
@@ -132,6 +136,8 @@ func TestNginxReference(t *testing.T) {
 	if len(ev) != 6 {
 		t.Errorf("SSE through nginx: %d events, want 6", len(ev))
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, g := range got {
 		if g != "Bearer sk-fake-bench|" {
 			t.Errorf("upstream saw credentials %q, want only the owner's", g)
