@@ -128,6 +128,8 @@ func runProxyChild(upstream string) error {
 	}
 	srv := NewServer(p, 10*time.Second)
 	go srv.Serve(l)
+	// To see where the proxy's own process spends its time under the
+	// benchmark: PADDOCK_BENCH_PROXY_CPUPROFILE=/tmp/proxy.prof.
 	if f := os.Getenv("PADDOCK_BENCH_PROXY_CPUPROFILE"); f != "" {
 		w, _ := os.Create(f)
 		pprof.StartCPUProfile(w)

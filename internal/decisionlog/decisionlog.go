@@ -114,7 +114,12 @@ func (d *Dir) Record(e Entry) {
 	if err != nil {
 		d.fail(err)
 	}
-	d.torn[e.Session] = n > 0 && n < len(line) || d.torn[e.Session] && n == 0
+	switch {
+	case n == len(line):
+		d.torn[e.Session] = false
+	case n > 0:
+		d.torn[e.Session] = true // stopped mid-line
+	} // n == 0: the file is as it was, torn or not
 }
 
 func (d *Dir) fail(err error) {

@@ -23,11 +23,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			e.t = t
 			name := "killed-" + backend
-			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
-			e.waitScreen(name, promptReady, 30*time.Second)
-			e.typeLine(name, "say hi")
-			e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
-			tok := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
+			id, tok := e.chat(name, backend)
 			// What Claude Code has written survives; wait until the answer
 			// is in its transcript, as a user would see it there.
 			for i := 0; !strings.Contains(e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`), "hi from the fake server (turn 1)"); i++ {

@@ -33,13 +33,9 @@ func TestSecretHygiene(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			e.t = t
 			name := "hyg-" + backend
-			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
-			e.waitScreen(name, promptReady, 30*time.Second)
-			e.typeLine(name, "say hi")
-			e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+			id, tok1 := e.chat(name, backend)
 			e.typeLine(name, "TOOLTEST: echo hello > /workspace/proof.txt")
 			e.waitScreen(name, "The tool ran. Done.", 30*time.Second)
-			tok1 := strings.TrimSpace(e.pd("exec", name, "--", "printenv", "CLAUDE_CODE_OAUTH_TOKEN"))
 			e.pd("sleep", name)
 			e.pd("wake", name)
 			e.waitScreen(name, promptReady, 30*time.Second)
