@@ -208,13 +208,23 @@ func TestMetricsAndHealth(t *testing.T) {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The client has the whole answer before the proxy's handler returns
+	// and records it (Drain only waits for handlers that returned): poll.
+	wants := []string{`paddock_proxy_requests_total{decision="forwarded",route="/v1/messages",status="200"} 1`, `paddock_sessions{state="running"}`, `paddock_tokens_total{kind="output"} 12`}
+	var b []byte
+	for i := 0; i < 50; i++ {
+		resp, err = http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), wants[0]) && strings.Contains(string(b), wants[2]) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`paddock_proxy_requests_total{decision="forwarded",route="/v1/messages",status="200"} 1`, `paddock_sessions{state="running"}`, `paddock_tokens_total{kind="output"} 12`} {
+	for _, want := range wants {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %s", want)
 		}
