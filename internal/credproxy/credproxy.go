@@ -230,6 +230,7 @@ type reqState struct {
 	upErr    error
 	buf      *bytes.Buffer
 	cw       *countingWriter
+	tap      *tapBody
 	// relay routes
 	relay       *Relay
 	relayPath   string
@@ -394,7 +395,11 @@ func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
 		if st.entry.Status == 0 {
 			st.entry.Status = st.cw.status
 		}
-		if r.Context().Err() != nil && st.entry.Reason == "" {
+		switch {
+		case st.entry.Reason != "":
+		case st.tap != nil && st.tap.idled.Load():
+			st.entry.Reason = "the upstream sent nothing for " + p.opts.StreamIdleTimeout.String() + "; response cut"
+		case r.Context().Err() != nil:
 			st.entry.Reason = "client went away"
 		}
 	}
@@ -549,7 +554,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
-	resp.Body = newTapBody(resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	st.tap = newTapBody(resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	resp.Body = st.tap
 	return nil
 }
 
@@ -560,13 +566,13 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		st.entry.Status, st.entry.Reason = 499, "client went away"
 		return
 	}
-	msg := "the upstream API could not be reached"
+	status, msg := http.StatusBadGateway, "the upstream API could not be reached"
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		msg = "the upstream API did not answer in time"
+		status, msg = http.StatusGatewayTimeout, "the upstream API did not answer in time"
 	}
-	st.entry.Status, st.entry.Reason = http.StatusBadGateway, msg
-	anthropic.WriteError(w, http.StatusBadGateway, anthropic.APIError, msg, st.entry.RequestID)
+	st.entry.Status, st.entry.Reason = status, msg
+	anthropic.WriteError(w, status, anthropic.APIError, msg, st.entry.RequestID)
 }
 
 func (p *Proxy) record(st *reqState) {
@@ -660,16 +666,20 @@ func (c *countingWriter) Flush() {
 
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// tapBody feeds a usage scanner and enforces the idle timeout.
+// tapBody feeds a usage scanner and enforces the idle timeout: a body
+// silent for idle cancels the upstream request, and idled says so.
 type tapBody struct {
 	rc      io.ReadCloser
 	scanner *anthropic.UsageScanner
 	timer   *time.Timer
 	idle    time.Duration
+	idled   atomic.Bool
 }
 
 func newTapBody(rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc) *tapBody {
-	return &tapBody{rc: rc, scanner: sc, idle: idle, timer: time.AfterFunc(idle, cancel)}
+	t := &tapBody{rc: rc, scanner: sc, idle: idle}
+	t.timer = time.AfterFunc(idle, func() { t.idled.Store(true); cancel() })
+	return t
 }
 
 func (t *tapBody) Read(b []byte) (int, error) {

@@ -715,6 +715,37 @@ func TestStreamIdleTimeout(t *testing.T) {
 		t.Fatal("a stalled stream was not ended")
 	}
 	resp.Body.Close()
+	es := waitEntries(t, h, 1)
+	if r := es[0].Reason; !strings.Contains(r, "sent nothing for 200ms") {
+		t.Fatalf("reason %q", r)
+	}
+}
+
+// TestSlowUpstreamHeaders: an upstream that does not begin its answer
+// within ResponseHeaderTimeout gets the client a 504 in the API's error
+// shape, and the upstream request is cancelled.
+func TestSlowUpstreamHeaders(t *testing.T) {
+	canceled := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // then the server notices a closed connection
+		<-r.Context().Done()
+		close(canceled)
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.ResponseHeaderTimeout = 200 * time.Millisecond })
+	resp := h.do("POST", "/v1/messages", smallBody, h.authed())
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), `"api_error"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	select {
+	case <-canceled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled")
+	}
+	if es := waitEntries(t, h, 1); es[0].Status != 504 || es[0].Reason != "the upstream API did not answer in time" {
+		t.Fatalf("entry %+v", es[0])
+	}
 }
 
 // TestLongStreamOutlivesReadTimeout: the body read deadline must not cut a

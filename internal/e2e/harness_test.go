@@ -46,7 +46,9 @@ type env struct {
 	log   *testenv.Buffer
 }
 
-func newEnv(t testing.TB) *env {
+// newEnv starts a Runner with the e2e configuration and any extra TOML
+// lines appended to it.
+func newEnv(t testing.TB, extra ...string) *env {
 	t.Helper()
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
@@ -65,7 +67,7 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\nsubscription_type = \"max\"\n[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
-		up.URL, e.claude, e.image, relaySrv.URL)
+		up.URL, e.claude, e.image, relaySrv.URL) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -46,6 +47,8 @@ type Request struct {
 	Messages         int
 	LastToolResult   bool
 	Status           int
+	// Fault is the fault injected into this request, if any.
+	Fault Fault
 }
 
 // Server is an http.Handler. Set fields before serving.
@@ -60,13 +63,90 @@ type Server struct {
 	// AnswerEarly sends the response before reading the request body
 	// (the golang/go#40747 shape), then discards the body.
 	AnswerEarly bool
-	// Hook, if set, may answer a request itself (return true) before the
-	// normal handling, e.g. to fail, stall or reset.
-	Hook func(w http.ResponseWriter, r *http.Request, rec *Request) bool
 
-	mu   sync.Mutex
-	reqs []Request
-	n    int
+	mu     sync.Mutex
+	reqs   []Request
+	n      int
+	faults []pendingFault
+}
+
+// Fault is a way the upstream fails a POST /v1/messages, as the real one
+// can: after authentication, on a request that is otherwise good.
+type Fault string
+
+const (
+	// FaultStatus500 answers 500 with the API's api_error body.
+	FaultStatus500 Fault = "500"
+	// FaultOverloaded answers 529 with the API's overloaded_error body.
+	FaultOverloaded Fault = "529"
+	// FaultReset closes the connection without a byte of answer.
+	FaultReset Fault = "reset"
+	// FaultSlowHeaders waits the fault's delay (or until the client goes
+	// away) before answering normally.
+	FaultSlowHeaders Fault = "slow-headers"
+	// FaultStall begins a stream — headers, message_start, one
+	// text_delta — then sends nothing more until the client goes away.
+	FaultStall Fault = "stall"
+)
+
+type pendingFault struct {
+	f     Fault
+	delay time.Duration
+}
+
+// InjectFault makes the next n POST /v1/messages requests that pass
+// authentication fail with f; delay is FaultSlowHeaders' wait. Faults
+// queue in order. Safe to call while serving.
+func (s *Server) InjectFault(f Fault, n int, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		s.faults = append(s.faults, pendingFault{f, delay})
+	}
+}
+
+// takeFault pops the next injected fault, if any.
+func (s *Server) takeFault() (pendingFault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.faults) == 0 {
+		return pendingFault{}, false
+	}
+	f := s.faults[0]
+	s.faults = s.faults[1:]
+	return f, true
+}
+
+// fail applies fault f to a request; it returns the status answered (0
+// for none) and whether the request is finished.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, rec *Request, f pendingFault) (int, bool) {
+	rec.Fault = f.f
+	switch f.f {
+	case FaultStatus500:
+		return writeError(w, 500, "api_error", "Internal server error"), true
+	case FaultOverloaded:
+		return writeError(w, 529, "overloaded_error", "Overloaded"), true
+	case FaultReset:
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // an RST, not a FIN
+			}
+			c.Close()
+		}
+		return 0, true
+	case FaultSlowHeaders:
+		select {
+		case <-time.After(f.delay):
+			return 0, false
+		case <-r.Context().Done():
+			return 0, true
+		}
+	case FaultStall:
+		s.stream(w, rec.Model, textEvents("stalled", 1)[:3])
+		<-r.Context().Done()
+		return 200, true
+	}
+	return 0, false
 }
 
 // New returns a server that accepts the given credentials.
@@ -134,9 +214,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	rec.Body = body
 	summarize(&rec)
-	if s.Hook != nil && s.Hook(w, r, &rec) {
-		s.add(rec)
-		return
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/messages" && s.authorized(&rec) {
+		if f, ok := s.takeFault(); ok {
+			if status, done := s.fail(w, r, &rec, f); done {
+				rec.Status = status
+				s.add(rec)
+				return
+			}
+		}
 	}
 	rec.Status = s.handle(w, r, &rec)
 	s.add(rec)

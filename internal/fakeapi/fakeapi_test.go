@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func post(t *testing.T, url, cred, body string) *http.Response {
@@ -99,5 +100,91 @@ func TestStreamedToolTurn(t *testing.T) {
 	r2.Body.Close()
 	if !strings.Contains(string(b), "The tool ran. Done.") {
 		t.Fatal(string(b))
+	}
+}
+
+// TestFaults: each injected fault fails exactly the next good Messages
+// request in its own way, after authentication, and then the server is
+// healthy again.
+func TestFaults(t *testing.T) {
+	s := New("good")
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	// A bad credential does not use up a fault.
+	s.InjectFault(FaultStatus500, 1, 0)
+	if resp := post(t, srv.URL+"/v1/messages", "bad", body); resp.StatusCode != 401 {
+		t.Fatalf("bad credential: %d", resp.StatusCode)
+	}
+	resp := post(t, srv.URL+"/v1/messages", "good", body)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(b), `"api_error"`) {
+		t.Fatalf("500: %d %s", resp.StatusCode, b)
+	}
+	s.InjectFault(FaultOverloaded, 1, 0)
+	resp = post(t, srv.URL+"/v1/messages", "good", body)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 529 || !strings.Contains(string(b), `"overloaded_error"`) {
+		t.Fatalf("529: %d %s", resp.StatusCode, b)
+	}
+
+	s.InjectFault(FaultReset, 1, 0)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", "good")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("reset: answered %d", resp.StatusCode)
+	}
+
+	s.InjectFault(FaultSlowHeaders, 1, 300*time.Millisecond)
+	start := time.Now()
+	resp = post(t, srv.URL+"/v1/messages", "good", body)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if time.Since(start) < 300*time.Millisecond || !strings.Contains(string(b), "message_stop") {
+		t.Fatalf("slow headers: after %v: %s", time.Since(start), b)
+	}
+
+	s.InjectFault(FaultStall, 1, 0)
+	resp = post(t, srv.URL+"/v1/messages", "good", body)
+	br := bufio.NewReader(resp.Body)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "text_delta") {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stall: %v after %q", err, got.String())
+		}
+		got.WriteString(l)
+	}
+	stalled := make(chan struct{})
+	go func() { io.Copy(io.Discard, br); close(stalled) }()
+	select {
+	case <-stalled:
+		t.Fatal("a stalled stream ended")
+	case <-time.After(200 * time.Millisecond):
+	}
+	resp.Body.Close()
+	<-stalled
+
+	// Healthy again; the record says which requests were faulted.
+	resp = post(t, srv.URL+"/v1/messages", "good", body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after the faults: %d", resp.StatusCode)
+	}
+	var faults []Fault
+	for _, r := range s.Requests() {
+		faults = append(faults, r.Fault)
+	}
+	want := []Fault{"", FaultStatus500, FaultOverloaded, FaultReset, FaultSlowHeaders, FaultStall, ""}
+	if len(faults) != len(want) {
+		t.Fatalf("faults %q, want %q", faults, want)
+	}
+	for i := range want {
+		if faults[i] != want[i] {
+			t.Fatalf("faults %q, want %q", faults, want)
+		}
 	}
 }
