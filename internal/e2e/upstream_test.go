@@ -3,10 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/credproxy/attacks"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 )
@@ -85,4 +87,52 @@ func TestUpstreamFaultsSeenByClaude(t *testing.T) {
 	}
 	e.t = t
 	e.pd("rm", name)
+}
+
+// TestClientDisconnectCancelsUpstream: a client in the box that goes away
+// mid-stream — here a shell that reads the first text_delta and exits —
+// gets its upstream request cancelled at once, across the guest, the
+// channel and the proxy. The box stamps the moment it closes (the box and
+// the host share a clock); the fake upstream stamps the moment its request
+// context ended. The bound asserted is generous (machines are noisy); the
+// measured time is logged and recorded in docs/PERFORMANCE.md against the
+// 100 ms target.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			name := "disc-" + backend
+			_, tok := e.chat(name, backend)
+			const script = `exec 4<&0; exec 3<>/dev/tcp/127.0.0.1/4141 || exit 1; cat <&4 >&3 & wait $!; ` +
+				`while IFS= read -r l <&3; do case $l in *text_delta*) break;; esac; done; date +%s%N`
+			req := fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+				tok, len(attacks.Body), attacks.Body)
+			before := len(e.fake.Requests())
+			e.fake.InjectFault(fakeapi.FaultStall, 1, 0)
+			out := strings.TrimSpace(e.execStdin(name, req, "bash", "-c", script))
+			ns, err := strconv.ParseInt(out, 10, 64)
+			if err != nil {
+				t.Fatalf("box: %q", out)
+			}
+			closed := time.Unix(0, ns)
+			var stalled *fakeapi.Request
+			for deadline := time.Now().Add(10 * time.Second); stalled == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				for _, r := range e.fake.Requests()[before:] {
+					if r.Fault == fakeapi.FaultStall {
+						stalled = &r
+					}
+				}
+			}
+			if stalled == nil {
+				t.Fatal("the upstream request was not cancelled within 10 s of the client going away")
+			}
+			d := stalled.Ended.Sub(closed)
+			t.Logf("%s: upstream cancelled %v after the client in the box went away", backend, d)
+			if d > time.Second {
+				t.Errorf("upstream cancelled %v after the client went away; target 100 ms", d)
+			}
+			e.pd("rm", name)
+		})
+	}
 }

@@ -49,6 +49,9 @@ type Request struct {
 	Status           int
 	// Fault is the fault injected into this request, if any.
 	Fault Fault
+	// Ended is when the server finished with the request: its answer
+	// written, or (for a stall) the client gone.
+	Ended time.Time
 }
 
 // Server is an http.Handler. Set fields before serving.
@@ -179,6 +182,7 @@ func (s *Server) WaitFor(n int, d time.Duration) []Request {
 }
 
 func (s *Server) add(r Request) {
+	r.Ended = time.Now()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
 	s.n++
