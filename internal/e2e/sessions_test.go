@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -145,8 +146,11 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 }
 
-// TestRunnerKill9 kills the Runner with SIGKILL while a session streams;
-// the restarted Runner re-adopts the running box and the session goes on.
+// TestRunnerKill9 kills the Runner with SIGKILL while a session streams.
+// Claude Code sees its stream cut (a clean, retryable error: the guest
+// closes its connection when the channel drops) and retries; the
+// restarted Runner re-adopts the running box, the retry gets the whole
+// answer, and the session goes on.
 func TestRunnerKill9(t *testing.T) {
 	e := newEnv(t)
 	for _, backend := range []string{"local", "docker"} {
@@ -155,14 +159,20 @@ func TestRunnerKill9(t *testing.T) {
 			name := "k9-" + backend
 			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
 			e.waitScreen(name, promptReady, 30*time.Second)
-			// A slow stream: the Runner dies in the middle of it.
-			e.fake.EventDelay, e.fake.TextDeltas = 150*time.Millisecond, 30
-			n := len(e.fake.Requests())
+			// A slow stream (an event a second; the answer has seven
+			// words): the Runner dies in the middle of it.
+			e.fake.SetPace(time.Second, 30)
+			n, started := len(e.fake.Requests()), e.fake.Started()
 			e.typeLine(name, "a long answer please")
-			e.fake.WaitFor(n+1, 20*time.Second)
-			time.Sleep(300 * time.Millisecond)
+			for i := 0; e.fake.Started() == started; i++ {
+				if i == 400 {
+					t.Fatal("the turn's request never arrived")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(1500 * time.Millisecond) // a couple of events into the stream
 			e.stop(syscall.SIGKILL)
-			e.fake.EventDelay, e.fake.TextDeltas = 0, 2
+			e.fake.SetPace(0, 2)
 			e.start()
 			deadline := time.Now().Add(30 * time.Second)
 			for {
@@ -175,10 +185,29 @@ func TestRunnerKill9(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			// Usable: exec works and a new prompt is answered.
+			// Usable: exec works.
 			if out := e.pd("exec", name, "--", "echo", "alive"); out != "alive\n" {
 				t.Fatalf("exec after restart: %q", out)
 			}
+			// The cut stream was a clean, retryable error to Claude Code: it
+			// sends the turn again, the restarted Runner forwards it, and
+			// the whole answer arrives.
+			var msgs []fakeapi.Request
+			for deadline := time.Now().Add(90 * time.Second); len(msgs) < 2 || msgs[len(msgs)-1].Status != 200; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("Claude Code did not retry the cut turn: %+v\nscreen:\n%s", msgs, e.screen(name))
+				}
+				msgs = msgs[:0]
+				for _, r := range e.fake.Requests()[n:] {
+					if r.Path == "/v1/messages" {
+						msgs = append(msgs, r)
+					}
+				}
+			}
+			if !msgs[0].Ended.Before(msgs[0].Time.Add(5 * time.Second)) {
+				t.Fatalf("the first request was not cut: %v to %v", msgs[0].Time, msgs[0].Ended)
+			}
+			e.waitScreen(name, "hi from the fake server (turn 1)", 60*time.Second)
 			e.waitScreen(name, promptReady, 60*time.Second)
 			e.typeLine(name, "still there")
 			e.waitScreen(name, "hi from the fake server (turn 2)", 60*time.Second)

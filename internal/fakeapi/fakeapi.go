@@ -60,17 +60,20 @@ type Server struct {
 	// non-empty credential. Checked on /v1/* only, like the real API.
 	Credentials []string
 	// EventDelay is slept between SSE events (benchmarks of event delay).
+	// Set it before serving, or with SetPace while serving.
 	EventDelay time.Duration
-	// TextDeltas is the number of text_delta events in a streamed answer (default 2).
+	// TextDeltas is the number of text_delta events in a streamed answer
+	// (default 2). Set it before serving, or with SetPace while serving.
 	TextDeltas int
 	// AnswerEarly sends the response before reading the request body
 	// (the golang/go#40747 shape), then discards the body.
 	AnswerEarly bool
 
-	mu     sync.Mutex
-	reqs   []Request
-	n      int
-	faults []pendingFault
+	mu      sync.Mutex
+	reqs    []Request
+	n       int
+	started int
+	faults  []pendingFault
 }
 
 // Fault is a way the upstream fails a POST /v1/messages, as the real one
@@ -169,6 +172,14 @@ func (s *Server) Reset() {
 	s.mu.Unlock()
 }
 
+// Started returns how many requests have arrived, finished or not. A
+// request is recorded (Requests) only once the server is done with it.
+func (s *Server) Started() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
 // WaitFor waits until at least n requests were recorded, or d passes.
 func (s *Server) WaitFor(n int, d time.Duration) []Request {
 	deadline := time.Now().Add(d)
@@ -198,6 +209,9 @@ func (s *Server) nextID() int {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.started++
+	s.mu.Unlock()
 	rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone()}
 	if k := r.Header.Get("X-Api-Key"); k != "" {
 		rec.CredentialHeader, rec.Credential = "x-api-key", k
@@ -231,9 +245,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.add(rec)
 }
 
+// SetPace sets EventDelay and TextDeltas; safe while serving.
+func (s *Server) SetPace(delay time.Duration, deltas int) {
+	s.mu.Lock()
+	s.EventDelay, s.TextDeltas = delay, deltas
+	s.mu.Unlock()
+}
+
+func (s *Server) pace() (time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.EventDelay, s.TextDeltas
+}
+
 func (s *Server) textDeltas() int {
-	if s.TextDeltas > 0 {
-		return s.TextDeltas
+	if _, n := s.pace(); n > 0 {
+		return n
 	}
 	return 2
 }
@@ -324,9 +351,10 @@ func (s *Server) stream(w http.ResponseWriter, model string, body []event) {
 		"usage": map[string]any{"input_tokens": 25, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}}}}, body...)
 	var buf bytes.Buffer
+	delay, _ := s.pace()
 	for i, ev := range all {
-		if i > 0 && s.EventDelay > 0 {
-			time.Sleep(s.EventDelay)
+		if i > 0 && delay > 0 {
+			time.Sleep(delay)
 		}
 		buf.Reset()
 		b, _ := json.Marshal(ev.data)
