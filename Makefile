@@ -31,6 +31,8 @@ unit:
 # Every test, integration included, with the race detector; nothing may skip.
 test: deps lint build fuzz
 	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	@# Alone, after the rest: it restarts dockerd, which stops every container.
+	PADDOCK_DOCKER_RESTART=1 PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 5m -run '^TestDockerDaemonRestart$$' ./internal/e2e/
 
 # A short run of every native fuzz target (the seed corpora run in `test` too).
 # A fuzz run fails on a failing input. Go's fuzzer can also end with

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,14 +26,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			e.t = t
 			name := "killed-" + backend
 			id, tok := e.chat(name, backend)
-			// What Claude Code has written survives; wait until the answer
-			// is in its transcript, as a user would see it there.
-			for i := 0; !strings.Contains(e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`), "hi from the fake server (turn 1)"); i++ {
-				if i == 100 {
-					t.Fatal("the answer never reached the transcript")
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			e.waitTranscript(name, "hi from the fake server (turn 1)")
 
 			killed := 0
 			for _, o := range e.objectsOf(id) {
@@ -51,26 +46,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			if killed == 0 {
 				t.Fatal("found nothing of the box to kill")
 			}
-			var got session.Session
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				var all []session.Session
-				if err := json.Unmarshal([]byte(e.pd("ls", "-a", "--json")), &all); err != nil {
-					t.Fatal(err)
-				}
-				for _, s := range all {
-					if s.Name == name {
-						got = s
-					}
-				}
-				if got.Observed == session.Asleep {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("session after its box was killed: %s %q", got.Observed, got.Reason)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			got := e.waitAsleep(name)
 			if !strings.Contains(got.Reason, "stopped from outside") || !strings.Contains(got.Reason, "paddock wake") {
 				t.Fatalf("reason %q", got.Reason)
 			}
@@ -80,14 +56,156 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			if st := proxyStatus(t, e.dir, tok); st != 401 {
 				t.Fatalf("the dead box's token got %d", st)
 			}
-			e.pd("wake", name)
-			e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
-			e.waitScreen(name, promptReady, 30*time.Second)
-			e.typeLine(name, "again")
-			e.waitScreen(name, "(turn 2)", 30*time.Second)
+			e.wakeAndGoOn(name)
 			e.pd("rm", name)
 		})
 	}
+}
+
+// waitTranscript waits until Claude Code's transcript in the box holds
+// want: what it has written survives the box, as a user would see it.
+func (e *env) waitTranscript(name, want string) {
+	e.t.Helper()
+	for i := 0; !strings.Contains(e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`), want); i++ {
+		if i == 100 {
+			e.t.Fatalf("%q never reached the transcript", want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitAsleep waits until the session is observed asleep and returns it.
+func (e *env) waitAsleep(name string) session.Session {
+	e.t.Helper()
+	var got session.Session
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var all []session.Session
+		if err := json.Unmarshal([]byte(e.pd("ls", "-a", "--json")), &all); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, s := range all {
+			if s.Name == name {
+				got = s
+			}
+		}
+		if got.Observed == session.Asleep {
+			return got
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("session %s: %s %q; want asleep", name, got.Observed, got.Reason)
+		}
+	}
+}
+
+// wakeAndGoOn wakes a session that had one exchange and has a second.
+func (e *env) wakeAndGoOn(name string) {
+	e.t.Helper()
+	e.pd("wake", name)
+	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+	e.waitScreen(name, promptReady, 30*time.Second)
+	e.typeLine(name, "again")
+	e.waitScreen(name, "(turn 2)", 30*time.Second)
+}
+
+// TestDockerDaemonRestart restarts dockerd under a running docker session
+// (without live-restore, the daemon stops every container as it goes).
+// While the daemon is down the Runner still answers; the session becomes
+// asleep with the reason and its token is revoked; once the daemon is
+// back, wake resumes the conversation. It stops every container on the
+// host, so it runs only with PADDOCK_DOCKER_RESTART=1: `make test` runs it
+// alone, after everything else.
+func TestDockerDaemonRestart(t *testing.T) {
+	if os.Getenv("PADDOCK_DOCKER_RESTART") != "1" {
+		t.Skip("restarts dockerd, stopping every container on this host: set PADDOCK_DOCKER_RESTART=1 (make test runs it alone)")
+	}
+	e := newEnv(t)
+	name := "dockerd-restart"
+	_, tok := e.chat(name, "docker")
+	e.waitTranscript(name, "hi from the fake server (turn 1)")
+
+	restart := restartDockerd(t)
+	got := e.waitAsleep(name)
+	if !strings.Contains(got.Reason, "stopped from outside") {
+		t.Fatalf("reason %q", got.Reason)
+	}
+	if st := proxyStatus(t, e.dir, tok); st != 401 {
+		t.Fatalf("the stopped box's token got %d", st)
+	}
+	restart()
+	e.wakeAndGoOn(name)
+	e.pd("rm", name)
+}
+
+// restartDockerd stops dockerd and returns the function that starts it
+// again and waits for it; a cleanup makes sure it runs. Under systemd it
+// uses the docker unit; otherwise it signals the daemon of /var/run/docker.pid
+// and starts the same command line again, detached, as scripts/deps.sh does.
+func restartDockerd(t *testing.T) func() {
+	t.Helper()
+	var start func()
+	if exec.Command("systemctl", "is-active", "--quiet", "docker").Run() == nil {
+		if out, err := exec.Command("systemctl", "stop", "docker.socket", "docker").CombinedOutput(); err != nil {
+			t.Fatalf("systemctl stop docker: %v %s", err, out)
+		}
+		start = func() {
+			if out, err := exec.Command("systemctl", "start", "docker").CombinedOutput(); err != nil {
+				t.Fatalf("systemctl start docker: %v %s", err, out)
+			}
+		}
+	} else {
+		b, err := os.ReadFile("/var/run/docker.pid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+			if i == 600 {
+				t.Fatal("dockerd did not stop in 60 s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		start = func() {
+			log, err := os.OpenFile("/var/log/paddock-dockerd.log", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Stdout, cmd.Stderr = log, log
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Process.Release()
+		}
+	}
+	started := false
+	once := func() {
+		if started {
+			return
+		}
+		started = true
+		start()
+		for i := 0; exec.Command("docker", "info").Run() != nil; i++ {
+			if i == 120 {
+				t.Fatal("dockerd did not come back in 60 s")
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	t.Cleanup(once)
+	return once
 }
 
 // TestUnresumableTranscriptKeptAside: a transcript without a user message
