@@ -108,17 +108,23 @@ type Options struct {
 // relies on.
 type Proxy struct {
 	opts      Options
+	wd        *watchdog // request body and stream idle deadlines
 	rp        *httputil.ReverseProxy
 	log       *slog.Logger
 	decisions decisionlog.Sink
 	ids       atomic.Uint64
 	idPrefix  string
 	bufs      sync.Pool
-	// pending counts entries being recorded; Drain waits for zero. (A
-	// WaitGroup may not be Added to while someone Waits at zero.)
-	pendMu  sync.Mutex
-	pendC   *sync.Cond
-	pending int
+	// queue holds finished requests to record; pending counts those not
+	// yet recorded (Drain waits for zero; a WaitGroup may not be Added to
+	// while someone Waits at zero). One recorder goroutine runs while the
+	// queue is not empty: under load it records in batches, without a
+	// goroutine per request.
+	pendMu    sync.Mutex
+	pendC     *sync.Cond
+	pending   int
+	queue     []*reqState
+	recording bool
 }
 
 // New checks opts and builds the proxy.
@@ -141,7 +147,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.MaxIdleConns <= 0 {
 		opts.MaxIdleConns = 512
 	}
-	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions}
+	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions, wd: newWatchdog(min(opts.ReadTimeout, opts.StreamIdleTimeout))}
 	p.pendC = sync.NewCond(&p.pendMu)
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -155,36 +161,18 @@ func New(opts Options) (*Proxy, error) {
 		tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      tr,
-		FlushInterval:  -1, // flush every write: SSE events must not wait
+		Rewrite:   p.rewrite,
+		Transport: tr,
+		// 0: ReverseProxy flushes every write of an event stream or of a
+		// body of unknown length (SSE events must not wait), and writes a
+		// body of known length in as few writes as it can.
+		FlushInterval:  0,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       nil,
 		BufferPool:     bufferPool{},
 	}
 	return p, nil
-}
-
-// NewTransport is the upstream transport: no proxy from the environment
-// (the Runner's own HTTPS_PROXY must not see the credential), no automatic
-// compression (the client's Accept-Encoding passes through, so bytes come
-// back as the upstream sent them), a keep-alive pool sized for many
-// concurrent streams, HTTP/2 to https upstreams.
-func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          maxIdle,
-		MaxIdleConnsPerHost:   maxIdle,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: responseHeaderTimeout,
-		DisableCompression:    true,
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
-	}
 }
 
 // NewServer wraps a handler in an http.Server with the proxy's limits: a
@@ -386,9 +374,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(st.cw, r.WithContext(context.WithValue(ctx, keyState, st)))
 }
 
-// finish completes the entry and hands it to a background goroutine, so the
-// response (whose last chunk the server writes after ServeHTTP returns) is
-// not held up by summarizing the body or writing the logs.
+// finish completes the entry and queues it for the recorder goroutine, so
+// the response (whose last chunk the server writes after ServeHTTP returns)
+// is not held up by summarizing the body or writing the logs.
 func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
 	if st.cw != nil {
 		st.entry.BytesOut = st.bytesOut.Load()
@@ -406,16 +394,38 @@ func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
 	st.entry.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	p.pendMu.Lock()
 	p.pending++
+	p.queue = append(p.queue, st)
+	spawn := !p.recording
+	p.recording = true
 	p.pendMu.Unlock()
-	go func() {
-		p.record(st)
-		p.putBuf(st.buf)
+	if spawn {
+		go p.recorder()
+	}
+}
+
+// recorder records the queued requests until the queue is empty.
+func (p *Proxy) recorder() {
+	var batch []*reqState
+	for {
 		p.pendMu.Lock()
-		if p.pending--; p.pending == 0 {
+		batch, p.queue = p.queue, batch[:0]
+		if len(batch) == 0 {
+			p.recording = false
+			p.pendMu.Unlock()
+			return
+		}
+		p.pendMu.Unlock()
+		for i, st := range batch {
+			p.record(st)
+			p.putBuf(st.buf)
+			batch[i] = nil
+		}
+		p.pendMu.Lock()
+		if p.pending -= len(batch); p.pending == 0 {
 			p.pendC.Broadcast()
 		}
 		p.pendMu.Unlock()
-	}()
+	}
 }
 
 // Drain waits until every request finished so far has been recorded.
@@ -483,12 +493,19 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 		p.putBuf(buf)
 		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 	}
+	// A body slower than ReadTimeout is cut by a deadline in the past on
+	// the connection, set by the watchdog (no per-request socket deadline).
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(p.opts.ReadTimeout))
+	wt := p.wd.arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.opts.MaxRequestBytes))
-	// Clear the deadline before streaming the response: a deadline hit by
-	// the server's background read would cancel the request mid-stream.
-	_ = rc.SetReadDeadline(time.Time{})
+	if p.wd.disarm(wt) {
+		// Clear the deadline before streaming the response: a deadline hit
+		// by the server's background read would cancel the request.
+		_ = rc.SetReadDeadline(time.Time{})
+		if err == nil {
+			err = errors.New("request body deadline")
+		}
+	}
 	if err != nil {
 		p.putBuf(buf)
 		var mbe *http.MaxBytesError
@@ -554,7 +571,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
-	st.tap = newTapBody(resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
 	resp.Body = st.tap
 	return nil
 }
@@ -671,21 +688,22 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 type tapBody struct {
 	rc      io.ReadCloser
 	scanner *anthropic.UsageScanner
-	timer   *time.Timer
+	wd      *watchdog
+	w       *watch
 	idle    time.Duration
 	idled   atomic.Bool
 }
 
-func newTapBody(rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc) *tapBody {
-	t := &tapBody{rc: rc, scanner: sc, idle: idle}
-	t.timer = time.AfterFunc(idle, func() { t.idled.Store(true); cancel() })
+func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc) *tapBody {
+	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle}
+	t.w = wd.arm(idle, func() { t.idled.Store(true); cancel() })
 	return t
 }
 
 func (t *tapBody) Read(b []byte) (int, error) {
 	n, err := t.rc.Read(b)
 	if n > 0 {
-		t.timer.Reset(t.idle)
+		t.w.extend(t.idle)
 		if t.scanner != nil {
 			t.scanner.Write(b[:n])
 		}
@@ -694,7 +712,7 @@ func (t *tapBody) Read(b []byte) (int, error) {
 }
 
 func (t *tapBody) Close() error {
-	t.timer.Stop()
+	t.wd.disarm(t.w)
 	return t.rc.Close()
 }
 

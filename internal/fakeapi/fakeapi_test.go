@@ -175,7 +175,7 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("after the faults: %d", resp.StatusCode)
 	}
 	var faults []Fault
-	for _, r := range s.Requests() {
+	for _, r := range s.WaitFor(7, 5*time.Second) { // recorded once each handler returns
 		faults = append(faults, r.Fault)
 	}
 	want := []Fault{"", FaultStatus500, FaultOverloaded, FaultReset, FaultSlowHeaders, FaultStall, ""}

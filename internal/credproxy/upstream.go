@@ -1,0 +1,373 @@
+package credproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Transport is the proxy's upstream client: HTTP/1.1 (TLS for https) over a
+// keep-alive pool, with the whole exchange — writing the request, reading
+// the response head and body — on the caller's goroutine.
+//
+// net/http's Transport runs two goroutines per connection and hands every
+// request and response between them and the caller; on a proxy's short
+// requests those handoffs cost more than the work (see docs/PERFORMANCE.md).
+// This is the shape nginx has: one connection, one request at a time, the
+// bytes parsed by net/http's own ReadResponse and written by Request.Write.
+// HTTP/1.1 is also what Claude Code itself speaks to the API.
+//
+// Contracts:
+//   - No proxy from the environment, no compression added: the request goes
+//     as the ReverseProxy built it, and the response comes back as sent.
+//   - The request's context cancels it at any point: the connection is
+//     closed at once (the upstream sees its client go), and RoundTrip or the
+//     body's Read returns the context's error.
+//   - ResponseHeaderTimeout bounds the wait for the response head; the error
+//     is a net.Error whose Timeout() is true.
+//   - A connection returns to the pool only after its response body was read
+//     to the end, with neither side asking to close; a pooled connection is
+//     checked for a close or stray bytes from the server before reuse. A
+//     request is never sent twice.
+//   - Response heads are limited to MaxResponseHeaderBytes.
+type Transport struct {
+	// DialTimeout bounds connecting (and the TLS handshake).
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response head; 0: none.
+	ResponseHeaderTimeout time.Duration
+	// IdleConnTimeout drops pooled connections idle for longer.
+	IdleConnTimeout time.Duration
+	// MaxIdleConnsPerHost caps the pool per scheme and host.
+	MaxIdleConnsPerHost int
+	// MaxResponseHeaderBytes caps a response head (default 1 MiB).
+	MaxResponseHeaderBytes int64
+	// TLSClientConfig is cloned for https; nil uses the system's roots.
+	TLSClientConfig *tls.Config
+
+	mu   sync.Mutex
+	idle map[string][]*upstreamConn
+
+	wdOnce sync.Once
+	wd     *watchdog // the response head deadline
+}
+
+// headTimeoutError is the error of a response head that did not come in
+// time; like a socket deadline's, its Timeout() is true.
+type headTimeoutError struct{}
+
+func (headTimeoutError) Error() string {
+	return "credproxy: timeout awaiting the upstream's response head"
+}
+func (headTimeoutError) Timeout() bool   { return true }
+func (headTimeoutError) Temporary() bool { return true }
+
+// NewTransport returns the default upstream Transport.
+func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *Transport {
+	return &Transport{
+		DialTimeout:           10 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   maxIdle,
+	}
+}
+
+// upstreamConn is one connection and its buffers.
+type upstreamConn struct {
+	key     string
+	conn    net.Conn
+	lr      *headLimitReader
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	idleAt  time.Time
+	tcpConn syscall.Conn // for the liveness check; nil if unavailable
+}
+
+// headLimitReader fails reads beyond limit while limit >= 0.
+type headLimitReader struct {
+	r     io.Reader
+	limit int64
+}
+
+var errHeadTooLarge = errors.New("credproxy: upstream response head too large")
+
+func (h *headLimitReader) Read(p []byte) (int, error) {
+	if h.limit < 0 {
+		return h.r.Read(p)
+	}
+	if h.limit == 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > h.limit {
+		p = p[:h.limit]
+	}
+	n, err := h.r.Read(p)
+	h.limit -= int64(n)
+	return n, err
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if req.URL == nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
+		closeBody(req)
+		return nil, fmt.Errorf("credproxy: unsupported upstream URL %v", req.URL)
+	}
+	key := req.URL.Scheme + "://" + req.URL.Host
+	uc, err := t.get(ctx, key, req.URL)
+	if err != nil {
+		closeBody(req)
+		return nil, ctxErr(ctx, err)
+	}
+	// From here a cancel closes the connection; stop says whether it had.
+	stop := context.AfterFunc(ctx, func() { uc.conn.Close() })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		uc.conn.Close()
+		return nil, ctxErr(ctx, err)
+	}
+	if err := req.Write(uc.bw); err != nil {
+		return fail(err)
+	}
+	if err := uc.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	// The head deadline closes the connection (the watchdog's, not a
+	// socket deadline: see watchdog).
+	var head *watch
+	if t.ResponseHeaderTimeout > 0 {
+		t.wdOnce.Do(func() { t.wd = newWatchdog(t.ResponseHeaderTimeout) })
+		head = t.wd.arm(t.ResponseHeaderTimeout, func() { uc.conn.Close() })
+	}
+	uc.lr.limit = t.maxHead()
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(uc.br, req)
+		if err != nil {
+			if head != nil && t.wd.disarm(head) {
+				err = headTimeoutError{}
+			}
+			return fail(err)
+		}
+		// 1xx answers are interim (a 101 would switch protocols, which
+		// paddock never asks for).
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		uc.lr.limit = t.maxHead()
+	}
+	uc.lr.limit = -1
+	if head != nil && t.wd.disarm(head) {
+		resp.Body.Close()
+		return fail(headTimeoutError{})
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		return fail(errors.New("credproxy: upstream switched protocols"))
+	}
+	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, stop: stop, ctx: ctx,
+		reuse: !resp.Close && !req.Close}
+	return resp, nil
+}
+
+func (t *Transport) maxHead() int64 {
+	if t.MaxResponseHeaderBytes > 0 {
+		return t.MaxResponseHeaderBytes
+	}
+	return 1 << 20
+}
+
+// ctxErr prefers the context's error: a cancelled request's failure is its
+// cancellation, not the closed connection that carried it out.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// upstreamBody returns its connection to the pool once read to the end.
+type upstreamBody struct {
+	rc    io.ReadCloser
+	t     *Transport
+	uc    *upstreamConn
+	stop  func() bool
+	ctx   context.Context
+	reuse bool
+	done  bool
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	} else if err != nil {
+		b.finish(false)
+		err = ctxErr(b.ctx, err)
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error {
+	b.finish(false)
+	return nil
+}
+
+// finish releases the connection: to the pool after a clean end, closed
+// otherwise.
+func (b *upstreamBody) finish(atEOF bool) {
+	if b.done {
+		return
+	}
+	b.done = true
+	if b.stop() && atEOF && b.reuse {
+		b.t.put(b.uc)
+		return
+	}
+	b.uc.conn.Close()
+}
+
+// get returns a live pooled connection for key, or dials one.
+func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[key]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		uc := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[key] = list[:len(list)-1]
+		t.mu.Unlock()
+		if t.IdleConnTimeout > 0 && now.Sub(uc.idleAt) > t.IdleConnTimeout || !uc.alive() {
+			uc.conn.Close()
+			continue
+		}
+		return uc, nil
+	}
+	return t.dial(ctx, key, u)
+}
+
+// dial connects to u's host (port 80 or 443 by default), with TLS for
+// https, offering only HTTP/1.1.
+func (t *Transport) dial(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	timeout := t.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d := net.Dialer{KeepAlive: 30 * time.Second}
+	c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	raw, _ := c.(syscall.Conn)
+	if u.Scheme == "https" {
+		cfg := &tls.Config{}
+		if t.TLSClientConfig != nil {
+			cfg = t.TLSClientConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		if cfg.MinVersion == 0 {
+			cfg.MinVersion = tls.VersionTLS12
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
+	}
+	uc := &upstreamConn{key: key, conn: c, tcpConn: raw}
+	uc.lr = &headLimitReader{r: c, limit: -1}
+	uc.br = bufio.NewReaderSize(uc.lr, 32<<10)
+	uc.bw = bufio.NewWriterSize(c, 32<<10)
+	return uc, nil
+}
+
+// put pools a connection whose exchange ended cleanly.
+func (t *Transport) put(uc *upstreamConn) {
+	uc.idleAt = time.Now()
+	t.mu.Lock()
+	if t.idle == nil {
+		t.idle = map[string][]*upstreamConn{}
+	}
+	if max := t.MaxIdleConnsPerHost; max <= 0 || len(t.idle[uc.key]) < max {
+		t.idle[uc.key] = append(t.idle[uc.key], uc)
+		uc = nil
+	}
+	t.mu.Unlock()
+	if uc != nil {
+		uc.conn.Close()
+	}
+}
+
+// CloseIdleConnections closes every pooled connection.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, uc := range list {
+			uc.conn.Close()
+		}
+	}
+}
+
+// alive reports whether a pooled connection may carry a request: nothing
+// buffered, and the socket neither closed by the server nor holding stray
+// bytes (a peek that would block means it is quiet and open).
+func (uc *upstreamConn) alive() bool {
+	if uc.br.Buffered() > 0 {
+		return false
+	}
+	if uc.tcpConn == nil {
+		return true
+	}
+	rc, err := uc.tcpConn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	var buf [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		ok = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+		return true // done, whatever the answer
+	})
+	return err == nil && ok
+}

@@ -1,0 +1,168 @@
+package credproxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countConns serves h and counts the connections it accepts.
+func countConns(t *testing.T, h http.Handler, tlsOn bool) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
+	}
+	if tlsOn {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func roundTrip(t *testing.T, tr http.RoundTripper, ctx context.Context, method, url, body string) (*http.Response, string, error) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), err
+}
+
+// TestTransportReusesAndTLS: sequential requests share one connection, over
+// plain HTTP and over TLS (HTTP/1.1 by ALPN), with bodies of known and
+// unknown length, and HEAD.
+func TestTransportReusesAndTLS(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Query().Get("chunked") != "" {
+			w.Write([]byte("part1 "))
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, r.Proto+" "+r.Method+" "+string(b))
+	})
+	for _, tlsOn := range []bool{false, true} {
+		srv, conns := countConns(t, h, tlsOn)
+		tr := NewTransport(4, time.Minute)
+		if tlsOn {
+			tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+		}
+		for i, q := range []string{"", "?chunked=1", "", "?chunked=1"} {
+			resp, body, err := roundTrip(t, tr, context.Background(), "POST", srv.URL+"/x"+q, "hello")
+			if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(body, "HTTP/1.1 POST hello") {
+				t.Fatalf("tls=%v request %d: %v %v %q", tlsOn, i, err, resp, body)
+			}
+		}
+		resp, body, err := roundTrip(t, tr, context.Background(), "HEAD", srv.URL+"/x", "")
+		if err != nil || resp.StatusCode != 200 || body != "" {
+			t.Fatalf("HEAD: %v %q", err, body)
+		}
+		if n := conns.Load(); n != 1 {
+			t.Fatalf("tls=%v: %d connections for 5 sequential requests", tlsOn, n)
+		}
+		tr.CloseIdleConnections()
+	}
+}
+
+// TestTransportStaleAndClose: a pooled connection the server has closed is
+// not used; a response that says Connection: close is not pooled.
+func TestTransportStaleAndClose(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, "ok")
+	})
+	srv, conns := countConns(t, h, false)
+	tr := NewTransport(4, time.Minute)
+	if _, body, err := roundTrip(t, tr, context.Background(), "GET", srv.URL+"/a", ""); err != nil || body != "ok" {
+		t.Fatal(err, body)
+	}
+	srv.CloseClientConnections() // the server drops its idle keep-alive
+	time.Sleep(50 * time.Millisecond)
+	if _, body, err := roundTrip(t, tr, context.Background(), "POST", srv.URL+"/b", "x"); err != nil || body != "ok" {
+		t.Fatalf("after the server closed the idle connection: %v %q", err, body)
+	}
+	if _, _, err := roundTrip(t, tr, context.Background(), "GET", srv.URL+"/close", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := roundTrip(t, tr, context.Background(), "GET", srv.URL+"/c", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections; want 3 (first, after the drop, after Connection: close)", n)
+	}
+}
+
+// TestTransportCancelAndTimeouts: a cancel closes the connection and the
+// error is the context's; a slow head is a Timeout() error; a huge head is
+// refused.
+func TestTransportCancelAndTimeouts(t *testing.T) {
+	gone := make(chan struct{}, 4)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/slow":
+			<-r.Context().Done()
+			gone <- struct{}{}
+		case "/stream":
+			w.Write([]byte("first"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			gone <- struct{}{}
+		case "/bighead":
+			w.Header().Set("X-Big", strings.Repeat("a", 2<<20))
+		}
+	})
+	srv, _ := countConns(t, h, false)
+	tr := NewTransport(4, 200*time.Millisecond)
+
+	_, _, err := roundTrip(t, tr, context.Background(), "POST", srv.URL+"/slow", "x")
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("slow head: %v", err)
+	}
+	<-gone
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/stream", strings.NewReader("x"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	io.ReadFull(resp.Body, buf)
+	cancel()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after cancel: %v", err)
+	}
+	resp.Body.Close()
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream did not see the cancel")
+	}
+
+	if _, _, err := roundTrip(t, tr, context.Background(), "GET", srv.URL+"/bighead", ""); !errors.Is(err, errHeadTooLarge) {
+		t.Fatalf("big head: %v", err)
+	}
+	if _, _, err := roundTrip(t, tr, context.Background(), "GET", "ftp://x/y", ""); err == nil {
+		t.Fatal("ftp URL accepted")
+	}
+}
