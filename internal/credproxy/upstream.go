@@ -29,20 +29,25 @@ import (
 // Contracts:
 //   - No proxy from the environment, no compression added: the request goes
 //     as the ReverseProxy built it, and the response comes back as sent.
-//   - The request's context cancels it at any point: the connection is
-//     closed at once (the upstream sees its client go), and RoundTrip or the
-//     body's Read returns the context's error.
-//   - ResponseHeaderTimeout bounds the wait for the response head; the error
-//     is a net.Error whose Timeout() is true.
+//   - The request's context cancels it at any point: a request already
+//     cancelled is not sent; later, the connection is closed at once (the
+//     upstream sees its client go), and RoundTrip or the body's Read returns
+//     the context's error.
+//   - ResponseHeaderTimeout bounds writing the request and waiting for the
+//     response head; the error is a net.Error whose Timeout() is true.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
 //     request is never sent twice.
-//   - Response heads are limited to MaxResponseHeaderBytes.
+//   - Response heads are limited to MaxResponseHeaderBytes each, and to 16
+//     interim (1xx) responses before the final one.
+//   - Pooled connections idle for longer than IdleConnTimeout are closed
+//     when the pool is next used.
 type Transport struct {
 	// DialTimeout bounds connecting (and the TLS handshake).
 	DialTimeout time.Duration
-	// ResponseHeaderTimeout bounds the wait for the response head; 0: none.
+	// ResponseHeaderTimeout bounds writing the request and waiting for the
+	// response head; 0: none.
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout drops pooled connections idle for longer.
 	IdleConnTimeout time.Duration
@@ -83,7 +88,8 @@ func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *Transport {
 // upstreamConn is one connection and its buffers.
 type upstreamConn struct {
 	key     string
-	conn    net.Conn
+	conn    net.Conn // what requests are written to: raw, or TLS over it
+	raw     net.Conn // the socket
 	lr      *headLimitReader
 	br      *bufio.Reader
 	bw      *bufio.Writer
@@ -121,53 +127,69 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("credproxy: unsupported upstream URL %v", req.URL)
 	}
+	if err := ctx.Err(); err != nil { // a request already cancelled is never sent
+		closeBody(req)
+		return nil, err
+	}
 	key := req.URL.Scheme + "://" + req.URL.Host
 	uc, err := t.get(ctx, key, req.URL)
 	if err != nil {
 		closeBody(req)
 		return nil, ctxErr(ctx, err)
 	}
-	// From here a cancel closes the connection; stop says whether it had.
-	stop := context.AfterFunc(ctx, func() { uc.conn.Close() })
+	// From here a cancel closes the connection (the socket under any TLS:
+	// closing a tls.Conn may block sending its alert); stop says whether
+	// it had.
+	stop := context.AfterFunc(ctx, func() { uc.raw.Close() })
 	fail := func(err error) (*http.Response, error) {
 		stop()
-		uc.conn.Close()
+		uc.raw.Close()
 		return nil, ctxErr(ctx, err)
 	}
-	if err := req.Write(uc.bw); err != nil {
+	if err := ctx.Err(); err != nil { // cancelled while connecting
 		return fail(err)
 	}
-	if err := uc.bw.Flush(); err != nil {
-		return fail(err)
-	}
-	// The head deadline closes the connection (the watchdog's, not a
-	// socket deadline: see watchdog).
+	// The deadline covers writing the request and reading the response
+	// head: an upstream that stops reading the body is cut too. It closes
+	// the socket from the watchdog (no socket deadline: see watchdog).
 	var head *watch
 	if t.ResponseHeaderTimeout > 0 {
 		t.wdOnce.Do(func() { t.wd = newWatchdog(t.ResponseHeaderTimeout) })
-		head = t.wd.arm(t.ResponseHeaderTimeout, func() { uc.conn.Close() })
+		head = t.wd.arm(t.ResponseHeaderTimeout, func() { uc.raw.Close() })
+	}
+	timedOut := func(err error) error {
+		if head != nil && t.wd.disarm(head) {
+			return headTimeoutError{}
+		}
+		return err
+	}
+	if err := req.Write(uc.bw); err != nil {
+		return fail(timedOut(err))
+	}
+	if err := uc.bw.Flush(); err != nil {
+		return fail(timedOut(err))
 	}
 	uc.lr.limit = t.maxHead()
 	var resp *http.Response
-	for {
+	for interim := 0; ; interim++ {
 		resp, err = http.ReadResponse(uc.br, req)
 		if err != nil {
-			if head != nil && t.wd.disarm(head) {
-				err = headTimeoutError{}
-			}
-			return fail(err)
+			return fail(timedOut(err))
 		}
 		// 1xx answers are interim (a 101 would switch protocols, which
-		// paddock never asks for).
+		// paddock never asks for); their heads share one size budget.
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
-		uc.lr.limit = t.maxHead()
+		if interim == maxInterim {
+			timedOut(nil)
+			return fail(fmt.Errorf("credproxy: more than %d interim responses", maxInterim))
+		}
 	}
 	uc.lr.limit = -1
-	if head != nil && t.wd.disarm(head) {
+	if err := timedOut(nil); err != nil {
 		resp.Body.Close()
-		return fail(headTimeoutError{})
+		return fail(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		resp.Body.Close()
@@ -177,6 +199,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		reuse: !resp.Close && !req.Close}
 	return resp, nil
 }
+
+// maxInterim caps the 1xx responses before a final one.
+const maxInterim = 16
 
 func (t *Transport) maxHead() int64 {
 	if t.MaxResponseHeaderBytes > 0 {
@@ -241,15 +266,14 @@ func (b *upstreamBody) finish(atEOF bool) {
 		b.t.put(b.uc)
 		return
 	}
-	b.uc.conn.Close()
+	b.uc.raw.Close()
 }
 
 // get returns a live pooled connection for key, or dials one.
 func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {
-	now := time.Now()
 	for {
 		t.mu.Lock()
-		list := t.idle[key]
+		list := t.reapLocked(key)
 		if len(list) == 0 {
 			t.mu.Unlock()
 			break
@@ -258,13 +282,34 @@ func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*upstreamC
 		list[len(list)-1] = nil
 		t.idle[key] = list[:len(list)-1]
 		t.mu.Unlock()
-		if t.IdleConnTimeout > 0 && now.Sub(uc.idleAt) > t.IdleConnTimeout || !uc.alive() {
-			uc.conn.Close()
+		if !uc.alive() {
+			uc.raw.Close()
 			continue
 		}
 		return uc, nil
 	}
 	return t.dial(ctx, key, u)
+}
+
+// reapLocked closes the pooled connections of key idle for longer than
+// IdleConnTimeout (the oldest are at the bottom) and returns the rest.
+func (t *Transport) reapLocked(key string) []*upstreamConn {
+	list := t.idle[key]
+	if t.IdleConnTimeout <= 0 {
+		return list
+	}
+	cut := time.Now().Add(-t.IdleConnTimeout)
+	n := 0
+	for n < len(list) && list[n].idleAt.Before(cut) {
+		list[n].raw.Close()
+		list[n] = nil
+		n++
+	}
+	if n > 0 {
+		list = append(list[:0], list[n:]...)
+		t.idle[key] = list
+	}
+	return list
 }
 
 // dial connects to u's host (port 80 or 443 by default), with TLS for
@@ -291,6 +336,7 @@ func (t *Transport) dial(ctx context.Context, key string, u *url.URL) (*upstream
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	plain := c
 	raw, _ := c.(syscall.Conn)
 	if u.Scheme == "https" {
 		cfg := &tls.Config{}
@@ -311,7 +357,7 @@ func (t *Transport) dial(ctx context.Context, key string, u *url.URL) (*upstream
 		}
 		c = tc
 	}
-	uc := &upstreamConn{key: key, conn: c, tcpConn: raw}
+	uc := &upstreamConn{key: key, conn: c, raw: plain, tcpConn: raw}
 	uc.lr = &headLimitReader{r: c, limit: -1}
 	uc.br = bufio.NewReaderSize(uc.lr, 32<<10)
 	uc.bw = bufio.NewWriterSize(c, 32<<10)
@@ -325,13 +371,14 @@ func (t *Transport) put(uc *upstreamConn) {
 	if t.idle == nil {
 		t.idle = map[string][]*upstreamConn{}
 	}
+	t.reapLocked(uc.key)
 	if max := t.MaxIdleConnsPerHost; max <= 0 || len(t.idle[uc.key]) < max {
 		t.idle[uc.key] = append(t.idle[uc.key], uc)
 		uc = nil
 	}
 	t.mu.Unlock()
 	if uc != nil {
-		uc.conn.Close()
+		uc.raw.Close()
 	}
 }
 
@@ -343,7 +390,7 @@ func (t *Transport) CloseIdleConnections() {
 	t.mu.Unlock()
 	for _, list := range idle {
 		for _, uc := range list {
-			uc.conn.Close()
+			uc.raw.Close()
 		}
 	}
 }
@@ -354,6 +401,19 @@ func (t *Transport) CloseIdleConnections() {
 func (uc *upstreamConn) alive() bool {
 	if uc.br.Buffered() > 0 {
 		return false
+	}
+	if uc.conn != uc.raw {
+		// TLS keeps what it read off the socket but has not decrypted in
+		// its own buffer, where the socket peek below cannot see it: ask
+		// it, with a deadline already past, so nothing blocks. Only "would
+		// block" means quiet. (A deadline in the past arms no timer.)
+		uc.conn.SetReadDeadline(time.Unix(1, 0))
+		_, err := uc.br.Peek(1)
+		uc.conn.SetReadDeadline(time.Time{})
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return false
+		}
 	}
 	if uc.tcpConn == nil {
 		return true

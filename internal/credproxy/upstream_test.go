@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -164,5 +165,138 @@ func TestTransportCancelAndTimeouts(t *testing.T) {
 	}
 	if _, _, err := roundTrip(t, tr, context.Background(), "GET", "ftp://x/y", ""); err == nil {
 		t.Fatal("ftp URL accepted")
+	}
+}
+
+// heldConn holds back writes while hold is set, so two TLS records leave
+// in one TCP segment.
+type heldConn struct {
+	net.Conn
+	hold bool
+	buf  []byte
+}
+
+func (h *heldConn) Write(p []byte) (int, error) {
+	if h.hold {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
+
+// TestTransportTLSStrayRecordNotReused: over TLS, a stray response that
+// arrives in the same segment as the real one sits in the TLS layer's
+// buffer, out of a socket peek's sight; the connection must not be reused,
+// or the next request (another session's, perhaps) gets that response.
+func TestTransportTLSStrayRecordNotReused(t *testing.T) {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	cfg := ts.TLS.Clone()
+	roots := ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	ts.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for first := true; ; first = false {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn, first bool) {
+				defer c.Close()
+				hc := &heldConn{Conn: c}
+				tc := tls.Server(hc, cfg)
+				br := bufio.NewReader(tc)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					if first {
+						hc.hold = true
+						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nINJECT")
+						hc.hold = false
+						hc.Write(hc.buf)
+						first = false
+						continue
+					}
+					io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
+				}
+			}(c, first)
+		}
+	}()
+	tr := NewTransport(4, time.Minute)
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	url := "https://" + ln.Addr().String() + "/"
+	if _, b, err := roundTrip(t, tr, context.Background(), "GET", url, ""); err != nil || b != "ok" {
+		t.Fatalf("first: %q %v", b, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, b, err := roundTrip(t, tr, context.Background(), "GET", url, ""); err != nil || b != "real" {
+		t.Fatalf("second request got %q %v; want the answer to itself", b, err)
+	}
+}
+
+// TestTransportCancelledNotSent: a request whose context is already done
+// never reaches the upstream (a Messages request is billed).
+func TestTransportCancelledNotSent(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bill" {
+			hits.Add(1)
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	tr := NewTransport(4, time.Minute)
+	for i := 0; i < 50; i++ {
+		roundTrip(t, tr, context.Background(), "GET", srv.URL+"/warm", "") // a pooled connection
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, _, err := roundTrip(t, tr, ctx, "POST", srv.URL+"/bill", "{}"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled request: %v", err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d of 50 cancelled requests reached the upstream", n)
+	}
+}
+
+// TestTransportUpstreamStopsReading: an upstream that answers early and
+// stops reading a large body leaves the write blocked; the head deadline
+// covers the write too, so the request ends with a timeout.
+func TestTransportUpstreamStopsReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig")
+		time.Sleep(10 * time.Second) // open, not reading
+	}()
+	tr := NewTransport(4, 300*time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := roundTrip(t, tr, context.Background(), "POST", "http://"+ln.Addr().String()+"/", strings.Repeat("x", 32<<20))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("err %v; want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request write hung")
 	}
 }

@@ -32,6 +32,14 @@ func realTmux(t *testing.T) (*Mirror, func() string) {
 	tm("new-session", "-d", "-s", "m", "-x", "80", "-y", "24", "env", "PS1=$ ", "TERM=xterm", "sh")
 	t.Cleanup(func() { exec.Command("tmux", "-L", sock, "kill-server").Run() })
 	pane := strings.TrimSpace(tm("display-message", "-p", "-t", "m", "#{pane_id}"))
+	// Keys sent before the shell draws its prompt can be lost (a shell
+	// may flush typeahead as it sets up the terminal): wait for it.
+	for i := 0; !strings.Contains(tm("capture-pane", "-p", "-t", pane), "$"); i++ {
+		if i == 200 {
+			t.Fatal("the shell never drew its prompt")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cc := exec.Command("tmux", "-L", sock, "-C", "attach", "-t", "m")
 	w, _ := cc.StdinPipe()
 	r, _ := cc.StdoutPipe()
