@@ -154,7 +154,8 @@ type Proxy struct {
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
 	// ReadTimeout bounds how long a client may take to send a whole request body.
 	ReadTimeout Duration `toml:"read_timeout"`
-	// ResponseHeaderTimeout bounds the wait for the upstream's response headers.
+	// ResponseHeaderTimeout bounds sending a request upstream and waiting for
+	// the response headers.
 	ResponseHeaderTimeout Duration `toml:"response_header_timeout"`
 	// StreamIdleTimeout ends a response that sends no byte for this long.
 	StreamIdleTimeout Duration `toml:"stream_idle_timeout"`
