@@ -47,8 +47,48 @@ func Cases(k, v, otherHeader, otherPrefix string) []Case {
 	}
 	good := post("/v1/messages", "")
 	admin := "GET /v1/organizations/me HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"
-	cases := []Case{
-		// Path tricks (more in credproxy.TestPathTricksRefused).
+	chunked := func(extra, trailer string) string {
+		return "POST /v1/messages HTTP/1.1\r\nHost: x\r\n" + auth + extra + "Transfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(body), body) + trailer + "\r\n"
+	}
+	cases := []Case{}
+	// Path tricks: none is one of the three routes, byte for byte.
+	for _, target := range []string{
+		"/v1/messages/", "/v1//messages", "//v1/messages", "/V1/messages", "/v1/Messages",
+		"/v1/%6Dessages", "/v1%2Fmessages", "/v1%2fmessages", "/v1/messages%00", "/v1/./messages",
+		"/v1/x/../messages", "/v1/../v1/messages", "/v1/messages;x=1", "/v1/messages/.", "/./v1/messages",
+		"/v1/messages%2F", "/v1/messages%23x", "/v1/messages/count_tokens/../../models",
+	} {
+		cases = append(cases, Case{"path " + target, post(target, ""), 0})
+	}
+	// Query tricks: only the policy's keys, once each, re-encoded.
+	for _, q := range []string{"?beta=false", "?beta=true&beta=true", "?beta=true&x=1", "?beta=true;x=1", "?%zz", "?beta=true%00"} {
+		cases = append(cases, Case{"query " + q, post("/v1/messages"+q, ""), 0})
+	}
+	cases = append(cases, Case{"query encoded value", post("/v1/messages?beta=%74rue", ""), 1})
+	cases = append(cases, []Case{
+		// Request-target forms and protocols.
+		{"absolute-form", strings.Replace(good, "POST /v1/messages ", "POST http://api.anthropic.com/v1/messages ", 1), 0},
+		{"absolute-form https elsewhere", "GET https://evil.test/v1/models HTTP/1.1\r\nHost: evil.test\r\n" + auth + "\r\n", 0},
+		{"authority-form CONNECT", "CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\n" + auth + "\r\n", 0},
+		{"asterisk-form OPTIONS", "OPTIONS * HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 0},
+		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0},
+		{"websocket upgrade", "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" + auth + "\r\n", 0},
+		{"h2c upgrade on GET", "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n" + auth + "\r\n", 0},
+		{"GET with a body", "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 2\r\n\r\n{}", 0},
+		// Credentials in every spelling: stripped, the request forwarded
+		// with the owner's credential alone.
+		{"other kind's header", post("/v1/messages", otherHeader+": "+otherPrefix+junk+"\r\n"), 1},
+		{"other kind's header lower case", post("/v1/messages", strings.ToLower(otherHeader)+": "+otherPrefix+junk+"\r\n"), 1},
+		{"underscore spellings", post("/v1/messages", "x_api_key: "+junk+"\r\nProxy_Authorization: Basic "+junk+"\r\n"), 1},
+		{"proxy-authorization and cookie", post("/v1/messages", "Proxy-Authorization: Basic "+junk+"\r\nCookie: s="+junk+"\r\n"), 1},
+		{"token copied into another header", post("/v1/messages", "X-Custom: prefix "+strings.TrimPrefix(v, "Bearer ")+"\r\n"), 1},
+		{"own header twice", post("/v1/messages", auth), 0},
+		{"credentials in trailers", chunked("Trailer: "+otherHeader+", "+k+"\r\n", otherHeader+": "+otherPrefix+junk+"\r\n"+k+": "+otherPrefix+junk+"\r\n"), 1},
+		{"forwarded and via", post("/v1/messages", "Forwarded: for=10.0.0.1;host=evil.test\r\nVia: 1.1 evil.test\r\n"), 1},
+	}...)
+	cases = append(cases, []Case{
+		// Path tricks (more above).
 		{"encoded dot segment", post("/v1/%2e%2e/v1/messages", ""), 0},
 		{"encoded dot", post("/v1/%2e/messages", ""), 0},
 		{"fragment", post("/v1/messages#frag", ""), 0},
@@ -104,7 +144,7 @@ func Cases(k, v, otherHeader, otherPrefix string) []Case {
 		{"oversized header", post("/v1/messages", "X-Big: "+strings.Repeat("a", 80<<10)+"\r\n"), 0},
 		{"oversized URL", post("/v1/messages?beta="+strings.Repeat("a", 80<<10), ""), 0},
 		{"many headers", post("/v1/messages", strings.Repeat("X-A: b\r\n", 10000)), 0},
-	}
+	}...)
 	return cases
 }
 
