@@ -169,8 +169,10 @@ func New(opts Options) (*Proxy, error) {
 		FlushInterval:  0,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
-		ErrorLog:       nil,
-		BufferPool:     bufferPool{},
+		// ReverseProxy's own complaints (a body copy that failed) go to
+		// the proxy's log, not the process's standard logger.
+		ErrorLog:   slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		BufferPool: bufferPool{},
 	}
 	return p, nil
 }

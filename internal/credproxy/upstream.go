@@ -245,7 +245,11 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 		b.finish(true)
 	} else if err != nil {
 		b.finish(false)
-		err = ctxErr(b.ctx, err)
+		if cerr := b.ctx.Err(); cerr != nil {
+			// Bare, as net/http's transport returns it: ReverseProxy
+			// logs any other read error.
+			err = cerr
+		}
 	}
 	return n, err
 }
