@@ -300,3 +300,86 @@ func TestTransportUpstreamStopsReading(t *testing.T) {
 		t.Fatal("the request write hung")
 	}
 }
+
+// FuzzTransportResponse sends arbitrary bytes as the upstream's answer to
+// one request, then asks again: whatever the first answer was — torn,
+// doubled, interim flood, wrong framing — the second request gets its own
+// answer or an error, never bytes of the first (a reused connection that
+// still held them would hand them to the next request, which may be
+// another session's). Nothing panics and nothing hangs past the deadlines.
+func FuzzTransportResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\nfake",
+		"HTTP/1.0 200 OK\r\n\r\nok",
+		"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+		"garbage\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, first []byte) {
+		// The server keeps the connection open after its first answer
+		// (where stray bytes would wait for the next request), unless the
+		// input ends in a NUL, which closes it (a quick end for torn input).
+		closeAfter := len(first) > 0 && first[len(first)-1] == 0
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func(c net.Conn) {
+					defer c.Close()
+					br := bufio.NewReader(c)
+					for {
+						req, err := http.ReadRequest(br)
+						if err != nil {
+							return
+						}
+						io.Copy(io.Discard, req.Body)
+						if req.URL.Path == "/first" {
+							c.Write(first)
+							if closeAfter {
+								return
+							}
+							continue
+						}
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
+					}
+				}(c)
+			}
+		}()
+		tr := NewTransport(4, 100*time.Millisecond)
+		defer tr.CloseIdleConnections()
+		base := "http://" + ln.Addr().String()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/first", strings.NewReader("{}"))
+		if resp, err := tr.RoundTrip(req); err == nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ = http.NewRequestWithContext(ctx, "POST", base+"/second", strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return // an error is a clean outcome
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && (resp.StatusCode != 200 || string(b) != "real") {
+			t.Fatalf("the second request got %d %q after the first answer %q", resp.StatusCode, b, first)
+		}
+	})
+}
