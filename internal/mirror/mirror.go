@@ -53,6 +53,13 @@ type Mirror struct {
 	pmu     sync.Mutex
 	pending []chan tmuxcc.Event
 
+	// attached is closed once the control client is attached to its
+	// session. tmux may run commands it reads before the attach itself
+	// has finished, and until then it sends the client no %output: keys
+	// typed then would be answered out of sight.
+	attached     chan struct{}
+	attachedOnce sync.Once
+
 	queueLen int
 
 	mu     sync.Mutex
@@ -65,7 +72,8 @@ type Mirror struct {
 // New starts a mirror over a control-mode client's stdin (w) and stdout
 // (r), for the pane with id pane (e.g. "%0").
 func New(w io.Writer, r io.Reader, pane string) *Mirror {
-	m := &Mirror{pane: pane, w: w, rd: tmuxcc.NewReader(r), parts: map[*Participant]struct{}{}, done: make(chan struct{}), queueLen: QueueLen}
+	m := &Mirror{pane: pane, w: w, rd: tmuxcc.NewReader(r), parts: map[*Participant]struct{}{}, done: make(chan struct{}), queueLen: QueueLen,
+		attached: make(chan struct{})}
 	go m.loop()
 	return m
 }
@@ -102,11 +110,14 @@ func (m *Mirror) loop() {
 			break
 		}
 		switch ev.Kind {
+		case "session-changed":
+			m.attachedOnce.Do(func() { close(m.attached) })
 		case "reply", "error":
 			// Flags 1 marks replies to commands this client sent; the
-			// reply to the attach itself (flags 0) comes first and must
-			// not be taken for the answer to our first command.
+			// reply to the attach itself (flags 0) is not the answer to
+			// any of ours. Once it has ended, the client is attached.
 			if ev.Flags&1 == 0 {
+				m.attachedOnce.Do(func() { close(m.attached) })
 				continue
 			}
 			m.pmu.Lock()
@@ -144,6 +155,13 @@ func (m *Mirror) loop() {
 
 // command sends one tmux command and waits for its reply.
 func (m *Mirror) command(ctx context.Context, cmd string) ([]string, error) {
+	select {
+	case <-m.attached:
+	case <-m.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	ch := make(chan tmuxcc.Event, 1)
 	m.wmu.Lock()
 	m.pmu.Lock()

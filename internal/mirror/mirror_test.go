@@ -32,14 +32,6 @@ func realTmux(t *testing.T) (*Mirror, func() string) {
 	tm("new-session", "-d", "-s", "m", "-x", "80", "-y", "24", "env", "PS1=$ ", "TERM=xterm", "sh")
 	t.Cleanup(func() { exec.Command("tmux", "-L", sock, "kill-server").Run() })
 	pane := strings.TrimSpace(tm("display-message", "-p", "-t", "m", "#{pane_id}"))
-	// Keys sent before the shell draws its prompt can be lost (a shell
-	// may flush typeahead as it sets up the terminal): wait for it.
-	for i := 0; !strings.Contains(tm("capture-pane", "-p", "-t", pane), "$"); i++ {
-		if i == 200 {
-			t.Fatal("the shell never drew its prompt")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	cc := exec.Command("tmux", "-L", sock, "-C", "attach", "-t", "m")
 	w, _ := cc.StdinPipe()
 	r, _ := cc.StdoutPipe()
@@ -155,10 +147,11 @@ func TestSizePolicySmallestDriver(t *testing.T) {
 	}
 }
 
-// TestAttachReplyIsNotOurs: tmux answers the attach itself first (flags
-// 0); if that comes after our first command went out, it must not be
-// taken for that command's answer.
-func TestAttachReplyIsNotOurs(t *testing.T) {
+// TestCommandsWaitForAttach: tmux may run commands it reads before the
+// attach itself has finished, and sends the client no output until then;
+// so no command goes out before the attach's reply (flags 0), and a reply
+// with flags 0 is never taken for the answer to one of ours.
+func TestCommandsWaitForAttach(t *testing.T) {
 	inR, inW := io.Pipe()   // what the mirror writes (tmux's stdin)
 	outR, outW := io.Pipe() // what tmux writes
 	m := New(inW, outR, "%0")
@@ -170,11 +163,26 @@ func TestAttachReplyIsNotOurs(t *testing.T) {
 		}
 		got <- lines
 	}()
-	br := bufio.NewReader(inR)
-	if _, err := br.ReadString('\n'); err != nil { // the command is on the wire
-		t.Fatal(err)
+	wire := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(inR).ReadString('\n')
+		wire <- l
+	}()
+	select {
+	case l := <-wire:
+		t.Fatalf("%q went out before the client was attached", l)
+	case <-time.After(200 * time.Millisecond):
 	}
-	io.WriteString(outW, "%begin 10 1 0\n%end 10 1 0\n%begin 10 2 1\nours\n%end 10 2 1\n")
+	io.WriteString(outW, "%begin 10 1 0\n%end 10 1 0\n") // the attach's reply
+	select {
+	case l := <-wire:
+		if l != "display-message -p x\n" {
+			t.Fatalf("wire: %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command never went out after the attach")
+	}
+	io.WriteString(outW, "%begin 10 2 0\n%end 10 2 0\n%begin 10 3 1\nours\n%end 10 3 1\n")
 	select {
 	case lines := <-got:
 		if len(lines) != 1 || lines[0] != "ours" {
