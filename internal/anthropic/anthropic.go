@@ -185,39 +185,3 @@ type RequestSummary struct {
 	// last user message, so a request joins the Claude Code transcript.
 	ToolResultIDs []string
 }
-
-// Summarize reads a Messages API request body; a body it cannot read gives
-// an empty summary (the upstream is the judge of validity, not paddock).
-func Summarize(body []byte) RequestSummary {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if json.Unmarshal(body, &req) != nil {
-		return RequestSummary{}
-	}
-	sum := RequestSummary{Model: req.Model, Stream: req.Stream}
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		m := req.Messages[i]
-		if m.Role != "user" {
-			continue
-		}
-		var blocks []struct {
-			Type      string `json:"type"`
-			ToolUseID string `json:"tool_use_id"`
-		}
-		if json.Unmarshal(m.Content, &blocks) == nil {
-			for _, b := range blocks {
-				if b.Type == "tool_result" && b.ToolUseID != "" {
-					sum.ToolResultIDs = append(sum.ToolResultIDs, b.ToolUseID)
-				}
-			}
-		}
-		break
-	}
-	return sum
-}

@@ -1,8 +1,10 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -89,4 +91,135 @@ func FuzzUsageScanner(f *testing.F) {
 		s.Close()
 		Summarize(data)
 	})
+}
+
+// summarizeReference is Summarize as it was, on json.Unmarshal: the
+// definition the fast scanner is held to.
+func summarizeReference(body []byte) RequestSummary {
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return RequestSummary{}
+	}
+	sum := RequestSummary{Model: req.Model, Stream: req.Stream}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var blocks []struct {
+			Type      string `json:"type"`
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if json.Unmarshal(m.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "tool_result" && b.ToolUseID != "" {
+					sum.ToolResultIDs = append(sum.ToolResultIDs, b.ToolUseID)
+				}
+			}
+		}
+		break
+	}
+	return sum
+}
+
+// repeatsMessages reports whether a top-level object has more than one key
+// that json.Unmarshal would take for "messages".
+func repeatsMessages(body []byte) bool {
+	var top map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if dec.Decode(&top) != nil {
+		return false
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	n, depth := 0, 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return n > 1
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		case string:
+			if depth == 1 && strings.EqualFold(v, "messages") {
+				n++
+				// Skip the value so its strings are not taken for keys.
+				var skip json.RawMessage
+				if d.Decode(&skip) != nil {
+					return n > 1
+				}
+			}
+		}
+	}
+}
+
+var summarizeSeeds = []string{
+	`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1"}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"},{"type":"text","text":"x"}]}]}`,
+	`{"MODEL":"a","model":null,"Stream":false,"stream":null}`,
+	`{"mo\u0064el":"\u00e9t\u00e9","stream":true}`,
+	`{"model":5}`, `{"stream":"true"}`, `{"messages":{}}`, `{"messages":[5]}`, `{"messages":[null,{"role":"user"}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"}]},{"role":"user","content":"x"}]}`,
+	`{"messages":[{"role":"user","role":null,"content":[{"type":"tool_result","tool_use_id":"a"}],"content":null}]}`,
+	`null`, `[]`, `"x"`, `{}`, `{"model":"m"} x`, `{"model":"m",}`, `{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1e}`, `{"a":"\x01"}`,
+	`{"a":"\q"}`, `{"a":"\u12"}`, `{"a":tru}`, `{"model":"\xff\xfe"}`, `{"a":[1,2,]}`, `{"ſtream":true,"Kmodel":1}`,
+	`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}],"Messages":null}`,
+}
+
+func TestSummarizeMatchesReference(t *testing.T) {
+	for _, s := range summarizeSeeds {
+		got, want := Summarize([]byte(s)), summarizeReference([]byte(s))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got  %+v\n want %+v", s, got, want)
+		}
+	}
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	if got, want := Summarize([]byte(`{"a":`+deep+`,"model":"m"}`)), summarizeReference([]byte(`{"a":`+deep+`,"model":"m"}`)); !reflect.DeepEqual(got, want) {
+		t.Errorf("deep nesting: got %+v want %+v", got, want)
+	}
+}
+
+// FuzzSummarize holds the fast scanner to json.Unmarshal's answer on any
+// bytes (but a repeated "messages", documented).
+func FuzzSummarize(f *testing.F) {
+	for _, s := range summarizeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, want := Summarize(body), summarizeReference(body)
+		if !reflect.DeepEqual(got, want) && !repeatsMessages(body) {
+			t.Fatalf("%q:\n got  %+v\n want %+v", body, got, want)
+		}
+	})
+}
+
+func BenchmarkSummarize(b *testing.B) {
+	var msgs []map[string]any
+	for i := 0; i < 40; i++ {
+		msgs = append(msgs, map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": strings.Repeat("lorem ipsum ", 60)}}})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_" + strings.Repeat("x", i%5), "name": "Bash", "input": map[string]any{"command": "ls"}}}})
+	}
+	msgs = append(msgs, map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_39", "content": "ok"}}})
+	body, _ := json.Marshal(map[string]any{"model": "claude-opus-5-5", "stream": true, "max_tokens": 32000, "system": strings.Repeat("sys ", 2000), "messages": msgs})
+	for _, c := range []struct {
+		name string
+		f    func([]byte) RequestSummary
+	}{{"scanner", Summarize}, {"json.Unmarshal", summarizeReference}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				c.f(body)
+			}
+		})
+	}
 }
