@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/config"
@@ -129,6 +130,15 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		claudeCmd(g, o),
 	)
 	return root.ExecuteContext(ctx)
+}
+
+// configPath is the config file to load: the --config flag's, which must
+// exist, or the state directory's, which may not.
+func configPath(stateDir, flag string) (path string, mustExist bool) {
+	if flag != "" {
+		return flag, true
+	}
+	return filepath.Join(stateDir, statedir.ConfigFile), false
 }
 
 func (g *globals) resolveStateDir(o IO) (string, error) {

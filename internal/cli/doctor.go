@@ -42,10 +42,7 @@ func doctorCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mustExist := cfgPath != ""
-			if cfgPath == "" {
-				cfgPath = filepath.Join(dir, statedir.ConfigFile)
-			}
+			cfgPath, mustExist := configPath(dir, cfgPath)
 			cfg, cerr := config.Load(cfgPath, mustExist)
 			checks := []check{{name: "config", ok: cerr == nil, what: cfgPath, fix: errText(cerr)}}
 			if cerr != nil {

@@ -37,10 +37,7 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			if err != nil {
 				return err
 			}
-			mustExist := cfgPath != ""
-			if cfgPath == "" {
-				cfgPath = filepath.Join(dir, statedir.ConfigFile)
-			}
+			cfgPath, mustExist := configPath(dir, cfgPath)
 			cfg, err := config.Load(cfgPath, mustExist)
 			if err != nil {
 				return err

@@ -80,15 +80,9 @@ func checkRelayRequest(method, suffix string) string {
 
 // checkRelayQuery parses the query strictly and re-encodes it.
 func checkRelayQuery(raw string) (string, string) {
-	if raw == "" {
-		return "", ""
-	}
-	if strings.Contains(raw, ";") {
-		return "", "the query may not contain ';'"
-	}
-	vals, err := url.ParseQuery(raw)
-	if err != nil {
-		return "", "the query is malformed"
+	vals, why := parseQuery(raw)
+	if why != "" || vals == nil {
+		return "", why
 	}
 	return vals.Encode(), ""
 }

@@ -64,18 +64,29 @@ func matchPath(rawPath string) []route {
 	return out
 }
 
-// checkQuery applies the query policy; it returns the query to forward and,
-// when refused, a reason safe to show.
-func checkQuery(rt route, raw string) (string, string) {
+// parseQuery parses a query strictly: no ';' (which some servers take for
+// '&'), nothing malformed. An empty query gives nil values; a refusal, a
+// reason safe to show.
+func parseQuery(raw string) (url.Values, string) {
 	if raw == "" {
-		return "", ""
+		return nil, ""
 	}
 	if strings.Contains(raw, ";") {
-		return "", "the query may not contain ';'"
+		return nil, "the query may not contain ';'"
 	}
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
-		return "", "the query is malformed"
+		return nil, "the query is malformed"
+	}
+	return vals, ""
+}
+
+// checkQuery applies the query policy; it returns the query to forward and,
+// when refused, a reason safe to show.
+func checkQuery(rt route, raw string) (string, string) {
+	vals, why := parseQuery(raw)
+	if why != "" || vals == nil {
+		return "", why
 	}
 	for k, vs := range vals {
 		check, ok := rt.query[k]

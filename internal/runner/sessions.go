@@ -710,21 +710,34 @@ func (r *Runner) detach(id string) error {
 	return nil
 }
 
+// lockAndDetach locks the session for op, cuts its live side (detach) and
+// opens its backend: the common start of sleeping and removing. On error
+// nothing stays locked.
+func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (session.Session, sandbox.Backend, func(), error) {
+	s, unlock, err := r.lockSession(ctx, ref, op)
+	if err != nil {
+		return s, nil, nil, err
+	}
+	if err := r.detach(s.ID); err != nil {
+		unlock()
+		return s, nil, nil, err
+	}
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		unlock()
+		return s, nil, nil, err
+	}
+	return s, be, unlock, nil
+}
+
 // Sleep revokes the session's token and stops its box; the volume keeps
 // the conversation.
 func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
-	s, unlock, err := r.lockSession(ctx, ref, session.OpSleep)
+	s, be, unlock, err := r.lockAndDetach(ctx, ref, session.OpSleep)
 	if err != nil {
 		return s, err
 	}
 	defer unlock()
-	if err := r.detach(s.ID); err != nil {
-		return s, err
-	}
-	be, err := r.backend(ctx, s.Backend)
-	if err != nil {
-		return s, err
-	}
 	if s.BoxID != "" {
 		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 			return s, err
@@ -778,18 +791,11 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 // RemoveSession stops and deletes the box and, unless keepVolume (which is
 // recorded), the volume.
 func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error) {
-	s, unlock, err := r.lockSession(ctx, ref, session.OpRemove)
+	s, be, unlock, err := r.lockAndDetach(ctx, ref, session.OpRemove)
 	if err != nil {
 		return s, err
 	}
 	defer unlock()
-	if err := r.detach(s.ID); err != nil {
-		return s, err
-	}
-	be, err := r.backend(ctx, s.Backend)
-	if err != nil {
-		return s, err
-	}
 	if s.BoxID != "" {
 		if err := be.Remove(ctx, s.BoxID, sandbox.RemoveOptions{KeepVolume: keepVolume}); err != nil {
 			return s, err
