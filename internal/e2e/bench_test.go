@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
 	"github.com/paddockhq/paddock/internal/perf"
+	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 )
 
 // until polls f every 5 ms and returns the time from t0 to its first true.
@@ -58,36 +56,12 @@ func claudeDirect(b testing.TB, e *env, i int) time.Duration {
 }
 
 func bareStart(b testing.TB, e *env, backend string) time.Duration {
-	t0 := time.Now()
-	switch backend {
-	case "local":
-		cmd := exec.Command("bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
-			"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--as-pid-1", "--new-session", "--", "/bin/true")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bwrap: %v %s", err, out)
-		}
-	case "docker":
-		cli := imagetest.Docker(b)
-		defer cli.Close()
-		ctx := context.Background()
-		c, err := cli.ContainerCreate(ctx, &container.Config{Image: e.image, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
-			&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		wc, ec := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
-		select {
-		case <-wc:
-		case err := <-ec:
-			b.Fatal(err)
-		}
+	if backend == "local" {
+		return sandboxtest.BareBwrap(b)
 	}
-	return time.Since(t0)
+	cli := imagetest.Docker(b)
+	defer cli.Close()
+	return sandboxtest.BareDocker(b, cli, e.image)
 }
 
 // ready reports whether claude's prompt is drawn; it logs a failed capture.

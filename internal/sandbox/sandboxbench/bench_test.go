@@ -11,13 +11,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
@@ -25,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
+	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -56,40 +53,6 @@ func paddockStart(b *testing.B, be sandbox.Backend, session string) (time.Durati
 	return d, func() { cl.Close(); _ = be.Remove(ctx, bx.ID, sandbox.RemoveOptions{}) }
 }
 
-func bareBwrap(b *testing.B) time.Duration {
-	t0 := time.Now()
-	cmd := exec.Command("bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--as-pid-1", "--new-session", "--", "/bin/true")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("bare bwrap: %v %s", err, out)
-	}
-	return time.Since(t0)
-}
-
-// bareDocker is `docker run` of the same image running /bin/true, to exit.
-func bareDocker(b *testing.B, cli *client.Client, img string) time.Duration {
-	ctx := context.Background()
-	t0 := time.Now()
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
-		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	wc, ec := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
-	select {
-	case <-wc:
-	case err := <-ec:
-		b.Fatal(err)
-	}
-	d := time.Since(t0)
-	_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	return d
-}
-
 func BenchmarkBoxStart(b *testing.B) {
 	testenv.Root(b)
 	testenv.LookPath(b, "bwrap")
@@ -106,11 +69,11 @@ func BenchmarkBoxStart(b *testing.B) {
 	var bareL, padL, bareD, padD []time.Duration
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
-			bareL = append(bareL, bareBwrap(b))
+			bareL = append(bareL, sandboxtest.BareBwrap(b))
 			d, done := paddockStart(b, lb, fmt.Sprintf("bench-l-%d-%d", i, r))
 			padL = append(padL, d)
 			done()
-			bareD = append(bareD, bareDocker(b, cli, img))
+			bareD = append(bareD, sandboxtest.BareDocker(b, cli, img))
 			d, done = paddockStart(b, db, fmt.Sprintf("bench-d-%d-%d", i, r))
 			padD = append(padD, d)
 			done()
