@@ -92,10 +92,7 @@ func TestDirectAnthropicThroughEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	serve(t, r)
 
 	for name := range backends {
 		t.Run(name, func(t *testing.T) {
@@ -171,13 +168,7 @@ func TestSessionOwnCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	serve(t, r)
 
 	mine, err := r.CreateSession(context.Background(), api.CreateRequest{Name: "mine", Backend: "local", Credential: api.Secret(creator)})
 	if err != nil {

@@ -58,6 +58,18 @@ func startRunner(t *testing.T, env []string, fakeCreds []string, listen string) 
 	return tr
 }
 
+// serve runs r, listening first, until the test ends.
+func serve(t *testing.T, r *Runner) {
+	t.Helper()
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func (tr *testRunner) stop() {
 	tr.cancel()
 	select {
@@ -185,13 +197,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	serve(t, r)
 	tok, _ := r.Tokens().Issue("m1", credential.KindAPIKey)
 	req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
 	req.Header.Set("X-Api-Key", tok.Reveal())
