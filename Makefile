@@ -1,7 +1,7 @@
 # paddock — see README.md. Every target runs on a fresh Debian machine as root.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-export PATH := $(PATH):/usr/local/go/bin:/var/cache/paddock/bin
+export PATH := /usr/local/go/bin:$(PATH):/var/cache/paddock/bin
 GO ?= go
 CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
 FUZZTIME ?= 10s

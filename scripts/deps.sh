@@ -5,6 +5,7 @@
 #     bubblewrap and tmux (the local backend), docker.io (the docker
 #     backend), debootstrap (the test base image), chromium (the web page test),
 #     nginx-light (the reference proxy in the benchmark)
+#   - Go at go.mod's version in /usr/local/go, when it is not there
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
 #   - the test base image paddock-test/base:bookworm: a Debian rootfs made
@@ -16,7 +17,7 @@ set -euo pipefail
 CLAUDE_VERSION=$(sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)
 STATICCHECK_VERSION=v0.8.2
 CACHE=/var/cache/paddock
-export PATH="$PATH:/usr/local/go/bin:$CACHE/bin"
+export PATH="/usr/local/go/bin:$PATH:$CACHE/bin"
 
 say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
@@ -24,6 +25,13 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 # elsewhere is kept).
 pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# Go: go.mod's version. Without it, Debian's Go is installed only to fetch
+# that toolchain (below).
+GO_VERSION=$(sed -n 's/^go \([0-9.]*\)$/\1/p' go.mod)
+have_go() { command -v go >/dev/null 2>&1 && [ "$(go env GOVERSION 2>/dev/null)" = "go$GO_VERSION" ]; }
+# (The versioned package: it puts no older `go` on PATH.)
+bootstrap_go() { ls /usr/lib/go-1.*/bin/go 2>/dev/null | sort -V | tail -n 1; }
+have_go || [ -n "$(bootstrap_go)" ] || pkgs+=(golang-1.19-go)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -44,6 +52,27 @@ if [ "${1:-}" != "--no-apt" ] && [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || { [ -z "$policy" ] || rm -f "$policy"; exit 1; }
   [ -z "$policy" ] || rm -f "$policy"
+fi
+
+# The Go toolchain, when go.mod's version is not on PATH: fetched as the
+# module golang.org/toolchain from the Go module proxy and checked against
+# the checksum database — what `go` itself does when it switches
+# toolchains — using Debian's older Go, then installed as /usr/local/go.
+if ! have_go; then
+  [ "$(id -u)" -eq 0 ] || { say "Go $GO_VERSION is missing; run as root (sudo make deps) or install it at /usr/local/go"; exit 1; }
+  arch=$(dpkg --print-architecture)
+  mod="golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-$arch"
+  say "fetching Go $GO_VERSION ($mod) from the Go module proxy"
+  tmp=$(mktemp -d)
+  # (From $tmp: outside this module, whose go.mod the old Go cannot read.)
+  src=$(cd "$tmp" && env -i PATH=/usr/bin:/bin HOME="$tmp" GOPATH="$tmp" GOFLAGS=-modcacherw \
+    GOPROXY="${GOPROXY:-https://proxy.golang.org}" GOSUMDB="${GOSUMDB:-sum.golang.org}" \
+    "$(bootstrap_go)" mod download -json "$mod" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -n "$src" ] && [ -f "$src/bin/go" ] || { rm -rf "$tmp"; say "could not fetch $mod"; exit 1; }
+  rm -rf /usr/local/go.new && cp -r "$src" /usr/local/go.new
+  chmod +x /usr/local/go.new/bin/* /usr/local/go.new/pkg/tool/*/*  # a module zip keeps no modes
+  rm -rf "$tmp" /usr/local/go && mv /usr/local/go.new /usr/local/go
+  have_go || { say "/usr/local/go does not report go$GO_VERSION"; exit 1; }
 fi
 
 mkdir -p "$CACHE/bin" "$CACHE/cli"
