@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -141,9 +140,7 @@ func TestAttackSuite(t *testing.T) {
 func TestSlowloris(t *testing.T) {
 	rc := &recorder{}
 	h := newHarness(t, credential.KindAPIKey, rc, nil)
-	srv := httptest.NewUnstartedServer(h.proxy)
-	srv.Config = NewServer(h.proxy, 300*time.Millisecond)
-	srv.Start()
+	srv := startTestServer(t, h.proxy, 300*time.Millisecond)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
 	var conns []net.Conn

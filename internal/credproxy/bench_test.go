@@ -72,9 +72,7 @@ func newBenchEnv(tb testing.TB, up http.Handler) *benchEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ps := httptest.NewUnstartedServer(p)
-	ps.Config = NewServer(p, 10*time.Second)
-	ps.Start()
+	ps := startTestServer(tb, p, 10*time.Second)
 	return &benchEnv{
 		direct: upSrv.URL, proxy: ps.URL,
 		auth:  http.Header{"Authorization": {"Bearer " + tok.Reveal()}, "Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}},

@@ -177,22 +177,6 @@ func New(opts Options) (*Proxy, error) {
 	return p, nil
 }
 
-// NewServer wraps a handler in an http.Server with the proxy's limits: a
-// header read timeout, bounded header size, keep-alive idle timeout. It has
-// no ReadTimeout or WriteTimeout, which would cut long streams; the body read
-// deadline is set per request instead.
-func NewServer(h http.Handler, readHeaderTimeout time.Duration) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		// "OPTIONS *" must reach the handler (and be refused), not get
-		// the server's own 200.
-		DisableGeneralOptionsHandler: true,
-	}
-}
-
 type ctxKey int
 
 const keyState ctxKey = iota
@@ -237,7 +221,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}}
 	// One deferred finish, so that it runs even when the reverse proxy aborts
 	// a broken stream with panic(http.ErrAbortHandler).
-	defer p.finish(st, r, start)
+	defer p.finish(st, w, r, start)
 
 	refuse := func(status int, typ, reason string) {
 		st.entry.Decision, st.entry.Reason, st.entry.Status = "refused", reason, status
@@ -376,10 +360,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(st.cw, r.WithContext(context.WithValue(ctx, keyState, st)))
 }
 
-// finish completes the entry and queues it for the recorder goroutine, so
-// the response (whose last chunk the server writes after ServeHTTP returns)
-// is not held up by summarizing the body or writing the logs.
-func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
+// finish completes the entry and has it recorded after the response: by
+// the server's connection goroutine once the response is sent (Server; see
+// afterResponder), or else by the recorder goroutine. Either way the
+// response is not held up by summarizing the body or writing the logs.
+func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
 	if st.cw != nil {
 		st.entry.BytesOut = st.bytesOut.Load()
 		if st.entry.Status == 0 {
@@ -396,6 +381,11 @@ func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
 	st.entry.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	p.pendMu.Lock()
 	p.pending++
+	if ar, ok := w.(afterResponder); ok {
+		p.pendMu.Unlock()
+		ar.afterResponse(func() { p.recordNow(st) })
+		return
+	}
 	p.queue = append(p.queue, st)
 	spawn := !p.recording
 	p.recording = true
@@ -403,6 +393,24 @@ func (p *Proxy) finish(st *reqState, r *http.Request, start time.Time) {
 	if spawn {
 		go p.recorder()
 	}
+}
+
+// afterResponder is a ResponseWriter that runs f once its response has
+// been sent, or the connection has failed, on the connection's goroutine:
+// no goroutine is woken per request to record it.
+type afterResponder interface {
+	afterResponse(f func())
+}
+
+// recordNow records one request that finish counted as pending.
+func (p *Proxy) recordNow(st *reqState) {
+	p.record(st)
+	p.putBuf(st.buf)
+	p.pendMu.Lock()
+	if p.pending--; p.pending == 0 {
+		p.pendC.Broadcast()
+	}
+	p.pendMu.Unlock()
 }
 
 // recorder records the queued requests until the queue is empty.

@@ -2,6 +2,7 @@ package credproxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -44,7 +45,7 @@ type harness struct {
 	up       *httptest.Server
 	upstream http.Handler
 	proxy    *Proxy
-	srv      *httptest.Server
+	srv      *testServer
 	reg      *sessiontoken.Registry
 	sink     *memSink
 	logs     *testenv.Buffer
@@ -110,9 +111,7 @@ func newHarnessConnState(t *testing.T, kind credential.Kind, upstream http.Handl
 		t.Fatal(err)
 	}
 	h.proxy = p
-	h.srv = httptest.NewUnstartedServer(p)
-	h.srv.Config = NewServer(p, 5*time.Second)
-	h.srv.Start()
+	h.srv = startTestServer(t, p, 5*time.Second)
 	t.Cleanup(func() {
 		h.srv.Close()
 		p.Drain()
@@ -181,3 +180,30 @@ func (h *harness) raw(req string) (*http.Response, string) {
 }
 
 const smallBody = `{"model":"claude-opus-5-5","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"say hi"}]}`
+
+// testServer is the proxy's Server on a loopback port, shaped like
+// httptest.Server for the tests.
+type testServer struct {
+	URL      string
+	Listener net.Listener
+	srv      *Server
+}
+
+func startTestServer(tb testing.TB, h http.Handler, readHeaderTimeout time.Duration) *testServer {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts := &testServer{URL: "http://" + l.Addr().String(), Listener: l, srv: NewServer(h, readHeaderTimeout)}
+	go ts.srv.Serve(l)
+	return ts
+}
+
+// Close closes every connection and waits for their handlers to return.
+func (ts *testServer) Close() {
+	ts.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+}

@@ -97,10 +97,12 @@ type upstreamConn struct {
 	tcpConn syscall.Conn // for the liveness check; nil if unavailable
 }
 
-// headLimitReader fails reads beyond limit while limit >= 0.
+// headLimitReader fails reads beyond limit while limit >= 0, with err
+// (errHeadTooLarge if nil).
 type headLimitReader struct {
 	r     io.Reader
 	limit int64
+	err   error
 }
 
 var errHeadTooLarge = errors.New("credproxy: upstream response head too large")
@@ -110,6 +112,9 @@ func (h *headLimitReader) Read(p []byte) (int, error) {
 		return h.r.Read(p)
 	}
 	if h.limit == 0 {
+		if h.err != nil {
+			return 0, h.err
+		}
 		return 0, errHeadTooLarge
 	}
 	if int64(len(p)) > h.limit {

@@ -1,0 +1,837 @@
+package credproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/logkey"
+)
+
+// Server serves the credential proxy over HTTP/1.1 on its own connection
+// loop: one goroutine per connection reads a request with net/http's own
+// parser (http.ReadRequest), runs the handler on that goroutine and writes
+// the response, with no other goroutine or timer per request.
+//
+// It replaces net/http's server in front of the proxy because that server
+// starts a goroutine per request to watch for the client going away and
+// stops it again with a socket deadline when the handler returns: thread
+// wake-ups and syscalls on every request, which on a proxy's short requests
+// cost more than the work (docs/PERFORMANCE.md). Here a client that goes
+// away is seen by the kernel: each socket is registered once per connection
+// with an epoll set that reports its hang-up (hangup_linux.go), which
+// cancels the request in flight. Connections without a socket (a box's
+// channel streams) fall back to one background read per request, started
+// only once its body has been read.
+//
+// Contracts, beyond http.ReadRequest's:
+//   - HTTP/1.0 and 1.1 only; HTTP/1.1 requests need a valid Host header
+//     (a repeated one counts as its first: it never travels upstream); header names and values must be valid (no control bytes);
+//     a request head is at most MaxHeaderBytes. An obsolete line folding
+//     is replaced by a space, as http.ReadRequest does (RFC 9112 5.2). A malformed request gets a
+//     400 (431 for a large head, 505 for another version, 501 for an
+//     unsupported transfer coding, 417 for an Expect other than
+//     100-continue) in the Anthropic error shape, never echoing its bytes,
+//     and the connection is closed.
+//   - Expect: 100-continue is answered when the handler first reads the
+//     body. A body the handler did not read to its end closes the
+//     connection after the response (nothing of it is taken for a next
+//     request).
+//   - The response is framed by its Content-Length, or chunked for an
+//     HTTP/1.1 request, or ended by closing the connection. Hop-by-hop
+//     headers a handler sets are dropped; response trailers are not sent.
+//     A handler that panics (ReverseProxy aborting a broken stream) gets
+//     its connection closed with the response unfinished, so a client
+//     never takes a cut stream for a whole one.
+//   - ReadHeaderTimeout bounds reading a request head once its first byte
+//     came; IdleTimeout bounds the wait for it. Both close the connection,
+//     enforced by a watchdog (see watchdog.go) with one watch per
+//     connection.
+type Server struct {
+	Handler http.Handler
+	// ReadHeaderTimeout bounds reading a request head; 0 means 10 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request; 0 means 2 minutes.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request head; 0 means 64 KiB.
+	MaxHeaderBytes int
+	// ConnContext, if set, gives the context of a connection's requests.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
+	// Log receives handler panics other than http.ErrAbortHandler; nil
+	// discards.
+	Log *slog.Logger
+
+	initOnce sync.Once
+	wd       *watchdog
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	closing   atomic.Bool
+}
+
+// NewServer returns a Server for h with paddock's limits: the given header
+// read timeout, a 64 KiB head, a two-minute keep-alive idle timeout.
+func NewServer(h http.Handler, readHeaderTimeout time.Duration) *Server {
+	return &Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		if s.ReadHeaderTimeout <= 0 {
+			s.ReadHeaderTimeout = 10 * time.Second
+		}
+		if s.IdleTimeout <= 0 {
+			s.IdleTimeout = 2 * time.Minute
+		}
+		if s.MaxHeaderBytes <= 0 {
+			s.MaxHeaderBytes = 64 << 10
+		}
+		s.wd = newWatchdog(min(s.ReadHeaderTimeout, s.IdleTimeout))
+		s.listeners = map[net.Listener]struct{}{}
+		s.conns = map[*serverConn]struct{}{}
+	})
+}
+
+// Serve accepts connections on l until Close or Shutdown, after which it
+// returns http.ErrServerClosed; any other accept error ends it too.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			if isTemporaryAccept(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		sc := s.newConn(c)
+		if sc == nil {
+			continue
+		}
+		go sc.serve()
+	}
+}
+
+// isTemporaryAccept reports accept errors worth retrying (out of file
+// descriptors, an aborted handshake).
+func isTemporaryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "too many open files") || strings.Contains(s, "connection aborted") ||
+		strings.Contains(s, "connection reset")
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.init()
+	s.closing.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.c.Close()
+	}
+	return nil
+}
+
+// Shutdown closes the listeners, then idle connections as they become
+// idle, until none is left or ctx ends (whose error it then returns).
+// Requests in flight run to their end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.closing.Store(true)
+	s.mu.Lock()
+	for l := range s.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	wait := time.Millisecond
+	for {
+		s.mu.Lock()
+		for c := range s.conns {
+			if c.idle.Load() {
+				c.c.Close()
+			}
+		}
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// serverConn is one client connection.
+type serverConn struct {
+	s      *Server
+	c      net.Conn
+	cr     connReader
+	lr     headLimitReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	ctx    context.Context
+	remote string
+	watch  *watch // idle and head deadlines; never while a request runs
+	idle   atomic.Bool
+	hup    hangupReg // the kernel's hang-up report; nil: background reads
+
+	mu     sync.Mutex // guards gone and cancel
+	gone   bool       // the client hung up
+	cancel context.CancelFunc
+}
+
+// serverCtx is the base context of every request. It carries
+// http.ServerContextKey because httputil.ReverseProxy panics with
+// http.ErrAbortHandler on a broken body copy only under a server (it looks
+// for that key); without it, it returns as if the response were whole, and
+// a cut stream would reach the client with a proper end. The value is an
+// empty http.Server that serves nothing.
+var serverCtx = context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
+
+// errRequestHeadTooLarge is the read error of a request head over the limit.
+var errRequestHeadTooLarge = errors.New("credproxy: request head too large")
+
+func (s *Server) newConn(c net.Conn) *serverConn {
+	sc := &serverConn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: serverCtx}
+	sc.cr.conn = c
+	sc.cr.cond = sync.NewCond(&sc.cr.mu)
+	sc.lr = headLimitReader{r: &sc.cr, limit: -1, err: errRequestHeadTooLarge}
+	sc.br = bufio.NewReaderSize(&sc.lr, 8<<10)
+	sc.bw = bufio.NewWriterSize(c, 8<<10)
+	if s.ConnContext != nil {
+		sc.ctx = s.ConnContext(sc.ctx, c)
+	}
+	sc.idle.Store(true)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	sc.watch = s.wd.arm(s.IdleTimeout, func() { c.Close() })
+	sc.hup = watchHangup(c, sc.hungUp)
+	return sc
+}
+
+// hungUp runs when the kernel reports the client gone: the request in
+// flight, if any, is cancelled.
+func (sc *serverConn) hungUp() {
+	sc.mu.Lock()
+	sc.gone = true
+	cancel := sc.cancel
+	sc.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// never is a deadline that does not come.
+const never = time.Duration(math.MaxInt64 / 4)
+
+func (sc *serverConn) serve() {
+	s := sc.s
+	defer func() {
+		if sc.hup != nil {
+			sc.hup.Stop()
+		}
+		s.wd.disarm(sc.watch)
+		sc.c.Close()
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	linger := false // the client may have sent more than was read
+	defer func() {
+		if linger {
+			sc.lingerClose()
+		}
+	}()
+	for {
+		sc.idle.Store(true)
+		if s.closing.Load() {
+			return
+		}
+		sc.watch.extend(s.IdleTimeout)
+		// The head's limit counts from here, where the buffer may
+		// already hold up to its size of a pipelined request.
+		sc.lr.limit = int64(s.MaxHeaderBytes) + 4096
+		if _, err := sc.br.Peek(1); err != nil {
+			return
+		}
+		linger = true
+		sc.idle.Store(false)
+		sc.watch.extend(s.ReadHeaderTimeout)
+		req, err := http.ReadRequest(sc.br)
+		tooLarge := sc.lr.limit == 0
+		sc.lr.limit = -1
+		sc.watch.extend(never)
+		if err != nil {
+			switch {
+			case tooLarge:
+				sc.fail(http.StatusRequestHeaderFieldsTooLarge, "the request head is larger than the limit of "+strconv.Itoa(s.MaxHeaderBytes)+" bytes")
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetError(err):
+				// The client went, or a deadline closed the connection.
+			case strings.Contains(err.Error(), "unsupported transfer encoding"):
+				sc.fail(http.StatusNotImplemented, "only the chunked transfer coding is accepted")
+			default:
+				// Never the parser's message: it may quote the request.
+				sc.fail(http.StatusBadRequest, "paddock could not parse this HTTP/1.1 request (request line, header or body framing)")
+			}
+			return
+		}
+		if status, why := checkRequest(req); why != "" {
+			sc.fail(status, why)
+			return
+		}
+		if !sc.serveRequest(req) {
+			return
+		}
+		linger = false
+	}
+}
+
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// checkRequest applies what net/http's server checks beyond ReadRequest.
+func checkRequest(req *http.Request) (int, string) {
+	if req.ProtoMajor != 1 {
+		return http.StatusHTTPVersionNotSupported, "only HTTP/1.0 and HTTP/1.1 are served"
+	}
+	// http.ReadRequest has moved Host into req.Host (the first, if
+	// repeated; paddock never forwards a client's Host).
+	if req.ProtoAtLeast(1, 1) && req.Host == "" && req.Method != http.MethodConnect {
+		return http.StatusBadRequest, "the Host header is missing"
+	}
+	if !validHost(req.Host) {
+		return http.StatusBadRequest, "the Host header is malformed"
+	}
+	for k, vs := range req.Header {
+		if !validFieldName(k) {
+			return http.StatusBadRequest, "a header name is malformed"
+		}
+		for _, v := range vs {
+			if !validFieldValue(v) {
+				return http.StatusBadRequest, "a header value holds a control byte"
+			}
+		}
+	}
+	if e := req.Header["Expect"]; len(e) > 0 {
+		if len(e) > 1 || !strings.EqualFold(e[0], "100-continue") || !req.ProtoAtLeast(1, 1) {
+			return http.StatusExpectationFailed, "only Expect: 100-continue is understood"
+		}
+	}
+	return 0, ""
+}
+
+// validFieldName: a token (RFC 9110 5.1).
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !isTokenByte(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
+}
+
+// validFieldValue: no control byte but horizontal tab (RFC 9110 5.5).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost: the bytes a host[:port] may hold (a reg-name, an IP literal);
+// no space, control byte, '/', '?', '#' or '@'.
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		b := h[i]
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:[]%", b) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fail answers a request the server itself refuses, and the connection
+// then ends.
+func (sc *serverConn) fail(status int, why string) {
+	w := &response{sc: sc, h: http.Header{}, closeAfter: true, proto11: true}
+	anthropic.WriteError(w, status, errType(status), why, "")
+	w.finish()
+}
+
+func errType(status int) string {
+	switch status {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return anthropic.RequestTooLarge
+	case http.StatusNotFound:
+		return anthropic.NotFound
+	}
+	return anthropic.InvalidRequest
+}
+
+// serveRequest runs the handler for req and reports whether the
+// connection may carry another request.
+func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
+	ctx, cancel := context.WithCancel(sc.ctx)
+	defer cancel()
+	req = req.WithContext(ctx)
+	req.RemoteAddr = sc.remote
+	w := &response{sc: sc, req: req, h: make(http.Header, 8), proto11: req.ProtoAtLeast(1, 1), head: req.Method == http.MethodHead}
+	body := &serverBody{rc: req.Body, w: w, done: req.Body == nil || req.Body == http.NoBody}
+	w.body = body
+	body.expect = !body.done && len(req.Header["Expect"]) > 0
+	req.Body = body
+
+	sc.mu.Lock()
+	sc.cancel = cancel
+	gone := sc.gone
+	sc.mu.Unlock()
+	if gone {
+		cancel()
+	}
+	if sc.hup == nil && body.done {
+		sc.cr.startBackgroundRead(sc.hungUp)
+	}
+	aborted := sc.runHandler(w, req)
+	sc.mu.Lock()
+	sc.cancel = nil
+	gone = sc.gone
+	sc.mu.Unlock()
+	if sc.hup == nil {
+		sc.cr.abortPendingRead()
+	}
+	if aborted {
+		w.runAfter()
+		return false
+	}
+	w.finish()
+	w.runAfter()
+	keep = w.err == nil && !req.Close && !w.closeAfter && !gone && !sc.s.closing.Load()
+	if keep && !body.done {
+		// A body the handler left (a refused request): skip a small rest
+		// to keep the connection, as net/http's server does.
+		sc.watch.extend(sc.s.ReadHeaderTimeout)
+		_, err := io.CopyN(io.Discard, body.rc, maxDiscardBytes+1)
+		sc.watch.extend(never)
+		keep = err == io.EOF
+	}
+	return keep
+}
+
+// maxDiscardBytes is how much of a body left unread the server skips to
+// keep a connection; more, and it closes it.
+const maxDiscardBytes = 256 << 10
+
+// lingerClose ends a connection whose client may still be sending (a
+// refused body, a malformed request): it sends FIN, then reads what comes
+// for up to half a second, so that the kernel does not answer the unread
+// bytes with a reset that could destroy the response before the client
+// reads it.
+func (sc *serverConn) lingerClose() {
+	cw, ok := sc.c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = sc.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, sc.c, maxDiscardBytes)
+}
+
+// runHandler calls the handler and reports whether it panicked.
+func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = true
+			if v != http.ErrAbortHandler && sc.s.Log != nil {
+				buf := make([]byte, 16<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, truncate(strings.TrimSpace(string(buf)), 4000))
+			}
+			// What was written so far reaches the client, without the end
+			// of the response: it sees a cut, not a whole answer.
+			_ = sc.bw.Flush()
+		}
+	}()
+	sc.s.Handler.ServeHTTP(w, req)
+	return false
+}
+
+// serverBody is a request body: it answers Expect: 100-continue on the
+// first read and notes the body's end, after which (without a hang-up
+// report) the background read may watch the connection.
+type serverBody struct {
+	rc     io.ReadCloser
+	w      *response
+	expect bool
+	done   bool
+	n      int64 // bytes read
+}
+
+func (b *serverBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.expect {
+		b.expect = false
+		if !b.w.wroteHeader {
+			b.w.sc.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			if err := b.w.sc.bw.Flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	if err == io.EOF {
+		b.done = true
+		if sc := b.w.sc; sc.hup == nil {
+			sc.cr.startBackgroundRead(sc.hungUp)
+		}
+	}
+	return n, err
+}
+
+func (b *serverBody) Close() error { return nil }
+
+// response is the http.ResponseWriter of one request.
+type response struct {
+	sc          *serverConn
+	req         *http.Request // nil for the server's own refusals
+	body        *serverBody   // nil for the server's own refusals
+	h           http.Header
+	status      int
+	wroteHeader bool
+	proto11     bool
+	head        bool  // a HEAD request: no body is sent
+	noBody      bool  // the status or method allows no body
+	chunked     bool  // the body goes chunked
+	cl          int64 // the declared Content-Length, or -1
+	written     int64
+	closeAfter  bool
+	err         error
+	after       []func()
+}
+
+func (w *response) afterResponse(f func()) { w.after = append(w.after, f) }
+
+// runAfter runs the afterResponse functions, once.
+func (w *response) runAfter() {
+	for i, f := range w.after {
+		w.after[i] = nil
+		f()
+	}
+	w.after = w.after[:0]
+}
+
+func (w *response) Header() http.Header { return w.h }
+
+// hopHeaders are response headers that describe one connection, not the
+// response; the server sets its own.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
+
+func (w *response) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("credproxy: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		return // interim responses are not relayed
+	}
+	w.status, w.wroteHeader = code, true
+	w.writeHead(false)
+}
+
+// writeHead writes the status line and headers; final says the handler
+// has returned, so an unset length is the length written (none).
+func (w *response) writeHead(final bool) {
+	h := w.h
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+	w.cl = -1
+	if v := h["Content-Length"]; len(v) == 1 {
+		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+			w.cl = n
+		} else {
+			delete(h, "Content-Length")
+		}
+	} else if len(v) > 1 {
+		delete(h, "Content-Length")
+	}
+	w.noBody = w.head || w.status == http.StatusNoContent || w.status == http.StatusNotModified
+	switch {
+	case w.status == http.StatusNoContent || w.status == http.StatusNotModified:
+		delete(h, "Content-Length")
+	case w.noBody:
+	case w.cl >= 0:
+	case final:
+		w.cl = 0
+		h["Content-Length"] = []string{"0"}
+	case w.proto11:
+		w.chunked = true
+	default:
+		w.closeAfter = true
+	}
+	if w.req != nil && w.req.Close || w.sc.s.closing.Load() {
+		w.closeAfter = true
+	}
+	if b := w.body; b != nil && !b.done && (w.req.ContentLength < 0 || w.req.ContentLength-b.n > maxDiscardBytes) {
+		// A rest of the body too large to skip: this response is the
+		// connection's last, and says so.
+		w.closeAfter = true
+	}
+	bw := w.sc.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(strconv.Itoa(w.status))
+	bw.WriteByte(' ')
+	bw.WriteString(http.StatusText(w.status))
+	bw.WriteString("\r\n")
+	for k, vs := range h {
+		if !validFieldName(k) {
+			continue
+		}
+		for _, v := range vs {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			writeFieldValue(bw, v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if w.chunked {
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if w.closeAfter {
+		bw.WriteString("Connection: close\r\n")
+	}
+	bw.WriteString("\r\n")
+}
+
+// writeFieldValue writes v with any control byte (CR, LF, NUL, …) as a
+// space, so a value can never end the header early.
+func writeFieldValue(bw *bufio.Writer, v string) {
+	if validFieldValue(v) {
+		bw.WriteString(v)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if b < ' ' && b != '\t' || b == 0x7f {
+			b = ' '
+		}
+		bw.WriteByte(b)
+	}
+}
+
+func (w *response) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody || len(p) == 0 {
+		return len(p), nil
+	}
+	var short error
+	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
+		p = p[:w.cl-w.written]
+		short = http.ErrContentLength
+	}
+	bw := w.sc.bw
+	if w.chunked {
+		var hex [16]byte
+		bw.Write(strconv.AppendInt(hex[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+	}
+	n, err := bw.Write(p)
+	if w.chunked && err == nil {
+		_, err = bw.WriteString("\r\n")
+	}
+	w.written += int64(n)
+	if err != nil {
+		w.err = err
+		return n, err
+	}
+	return n, short
+}
+
+// FlushError sends what was written so far.
+func (w *response) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.sc.bw.Flush(); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Flush implements http.Flusher.
+func (w *response) Flush() { _ = w.FlushError() }
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *response) SetReadDeadline(t time.Time) error  { return w.sc.c.SetReadDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error { return w.sc.c.SetWriteDeadline(t) }
+
+// finish ends the response after the handler returned.
+func (w *response) finish() {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = http.StatusOK, true
+		w.writeHead(true)
+	}
+	if w.err != nil {
+		return
+	}
+	if w.chunked {
+		w.sc.bw.WriteString("0\r\n\r\n")
+	}
+	if w.cl >= 0 && w.written < w.cl && !w.noBody {
+		w.closeAfter = true // the client sees a short body; the connection cannot go on
+	}
+	if err := w.sc.bw.Flush(); err != nil {
+		w.err = err
+	}
+}
+
+// connReader reads the connection for the request parser and, on
+// connections without a hang-up report, runs the one background read that
+// notices the client go while a handler runs (as net/http's server does).
+type connReader struct {
+	conn    net.Conn
+	mu      sync.Mutex
+	cond    *sync.Cond
+	inRead  bool
+	aborted bool
+	hasByte bool
+	byteBuf [1]byte
+}
+
+func (cr *connReader) Read(p []byte) (int, error) {
+	cr.mu.Lock()
+	if cr.inRead {
+		cr.mu.Unlock()
+		return 0, errors.New("credproxy: concurrent read on a connection")
+	}
+	if cr.hasByte && len(p) > 0 {
+		p[0] = cr.byteBuf[0]
+		cr.hasByte = false
+		cr.mu.Unlock()
+		return 1, nil
+	}
+	cr.mu.Unlock()
+	return cr.conn.Read(p)
+}
+
+// aLongTimeAgo is a read deadline that has passed.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (cr *connReader) startBackgroundRead(gone func()) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if cr.inRead || cr.hasByte {
+		return
+	}
+	cr.inRead = true
+	go cr.backgroundRead(gone)
+}
+
+func (cr *connReader) backgroundRead(gone func()) {
+	n, err := cr.conn.Read(cr.byteBuf[:])
+	cr.mu.Lock()
+	if n == 1 {
+		cr.hasByte = true // the start of a pipelined request
+	}
+	var ne net.Error
+	if err != nil && !(cr.aborted && errors.As(err, &ne) && ne.Timeout()) {
+		defer gone()
+	}
+	cr.aborted, cr.inRead = false, false
+	cr.mu.Unlock()
+	cr.cond.Broadcast()
+}
+
+// abortPendingRead stops the background read, if one runs, and waits for
+// it.
+func (cr *connReader) abortPendingRead() {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if !cr.inRead {
+		return
+	}
+	cr.aborted = true
+	_ = cr.conn.SetReadDeadline(aLongTimeAgo)
+	for cr.inRead {
+		cr.cond.Wait()
+	}
+	_ = cr.conn.SetReadDeadline(time.Time{})
+}
