@@ -3,9 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/gcpolicy"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
@@ -69,6 +71,8 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			}
 			level, _ := config.ParseLevel(cfg.Log.Level)
 			log := newLogger(o.Stderr, cfg.Log.Format, level)
+			// The process's own environment, which the runtime read.
+			gcpolicy.Apply(os.Getenv)
 			r, err := runner.New(runner.Options{StateDir: dir, Config: cfg, Env: o.Env, Log: log})
 			if err != nil {
 				return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/gcpolicy"
 	"github.com/paddockhq/paddock/internal/perf"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
@@ -104,6 +105,7 @@ func runProxyChild(upstream string) error {
 	if err != nil {
 		return err
 	}
+	gcpolicy.Apply(os.Getenv) // as the Runner does
 	reg, _ := sessiontoken.New(store.NewMemory())
 	tok, _ := reg.Issue("bench", credential.KindOAuth)
 	dir, err := os.MkdirTemp("", "paddock-bench-")

@@ -26,8 +26,10 @@
 //     drop connections, and it lets paddock log the model.
 //   - The response is streamed back untouched, each write flushed at once;
 //     a client that goes away cancels the upstream request at once.
-//   - One Entry per request goes to the decision log and one line to the
-//     Runner's log. Neither can hold a secret: see package secret.
+//   - One Entry per request goes to the decision log, and one line to the
+//     Runner's log: at debug level for an ordinary forwarded request, info
+//     for an upstream 4xx or a cut stream, warn for a refusal or a 5xx.
+//     Neither can hold a secret: see package secret.
 package credproxy
 
 import (
@@ -622,9 +624,17 @@ func (p *Proxy) record(st *reqState) {
 		p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
 	}
 	p.decisions.Record(*e)
-	level := slog.LevelInfo
-	if e.Decision == "refused" || e.Status >= 500 {
+	// The decision log holds every request; the Runner's log repeats the
+	// ordinary ones at debug level only, and what went wrong above it.
+	level := slog.LevelDebug
+	switch {
+	case e.Decision == "refused" || e.Status >= 500:
 		level = slog.LevelWarn
+	case e.Status >= 400 || e.Reason != "" || st.upErr != nil:
+		level = slog.LevelInfo
+	}
+	if !p.log.Enabled(context.Background(), level) {
+		return
 	}
 	attrs := []slog.Attr{
 		slog.String(logkey.Decision, e.Decision), slog.String(logkey.Session, e.Session),
