@@ -161,16 +161,10 @@ func (s *UsageScanner) Close() {
 	if !s.JSON || s.jsonBuf.Len() == 0 {
 		return
 	}
-	var m struct {
-		Model string `json:"model"`
-		Usage Usage  `json:"usage"`
-		// count_tokens answers {"input_tokens": N}
-		InputTokens int64 `json:"input_tokens"`
-	}
-	if json.Unmarshal(s.jsonBuf.Bytes(), &m) == nil {
+	if m, ok := scanJSONUsage(s.jsonBuf.Bytes()); ok {
 		s.Model = m.Model
 		s.Usage.merge(m.Usage)
-		if m.InputTokens != 0 {
+		if m.InputTokens != 0 { // count_tokens answers {"input_tokens": N}
 			s.Usage.InputTokens = m.InputTokens
 		}
 	}

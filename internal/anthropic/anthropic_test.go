@@ -223,3 +223,64 @@ func BenchmarkSummarize(b *testing.B) {
 		})
 	}
 }
+
+// jsonUsageReference is UsageScanner.Close's reading as it was, on
+// json.Unmarshal: the definition scanJSONUsage is held to.
+func jsonUsageReference(b []byte) (jsonUsage, bool) {
+	var m struct {
+		Model       string `json:"model"`
+		Usage       Usage  `json:"usage"`
+		InputTokens int64  `json:"input_tokens"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return jsonUsage{}, false
+	}
+	return jsonUsage{Model: m.Model, Usage: m.Usage, InputTokens: m.InputTokens}, true
+}
+
+var jsonUsageSeeds = []string{
+	`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":1,"cache_read_input_tokens":7,"cache_creation_input_tokens":2}}`,
+	`{"input_tokens":1234}`,
+	`{"usage":{"input_tokens":1},"usage":{"output_tokens":2}}`,
+	`{"usage":{"input_tokens":1},"usage":null,"model":null}`,
+	`{"usage":{"input_tokens":1.5}}`,
+	`{"usage":{"input_tokens":1e2}}`,
+	`{"usage":{"input_tokens":9223372036854775808}}`,
+	`{"usage":{"input_tokens":-0}}`,
+	`{"usage":{"input_tokens":"3"}}`,
+	`{"usage":[1]}`,
+	`{"MODEL":"a","Usage":{"INPUT_TOKENS":4}}`,
+	`{"model":"\u00e9\ud800x"}`,
+	"{\"model\":\"\xff\"}",
+	`{"model":"a"} x`,
+	`null`,
+	`[]`,
+	`"s"`,
+	`{"model":"a",}`,
+	`{"model":1}`,
+	` {"input_tokens":null} `,
+}
+
+func TestJSONUsageMatchesReference(t *testing.T) {
+	for _, s := range jsonUsageSeeds {
+		got, gok := scanJSONUsage([]byte(s))
+		want, wok := jsonUsageReference([]byte(s))
+		if gok != wok || got != want {
+			t.Errorf("%s:\n got  %+v %v\n want %+v %v", s, got, gok, want, wok)
+		}
+	}
+}
+
+// FuzzJSONUsage holds the answer scanner to json.Unmarshal on any bytes.
+func FuzzJSONUsage(f *testing.F) {
+	for _, s := range jsonUsageSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, gok := scanJSONUsage(b)
+		want, wok := jsonUsageReference(b)
+		if gok != wok || got != want {
+			t.Fatalf("%q:\n got  %+v %v\n want %+v %v", b, got, gok, want, wok)
+		}
+	})
+}

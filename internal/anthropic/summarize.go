@@ -33,7 +33,9 @@ func Summarize(body []byte) RequestSummary {
 		return RequestSummary{}
 	}
 	sum := RequestSummary{Model: s.model, Stream: s.stream}
-	if s.lastUser != nil {
+	// Only an array of blocks can hold a tool_result (a string content,
+	// or null, gives json.Unmarshal nothing to add).
+	if len(s.lastUser) > 0 && s.lastUser[0] == '[' {
 		var blocks []struct {
 			Type      string `json:"type"`
 			ToolUseID string `json:"tool_use_id"`

@@ -74,6 +74,7 @@ type Dir struct {
 	// torn marks files whose last write stopped mid-line (a full disk):
 	// the next line starts on a new one, so only the torn entry is lost.
 	torn map[string]bool
+	buf  []byte // the line being written, under mu
 }
 
 // OpenDir prepares dir (mode 0700).
@@ -90,15 +91,19 @@ func (d *Dir) Record(e Entry) {
 	if !validSession.MatchString(e.Session) {
 		return
 	}
-	line, err := json.Marshal(e)
-	if err != nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	line, ok := appendEntry(d.buf[:0], &e)
+	if !ok {
 		return
 	}
 	line = append(line, '\n')
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if cap(line) <= 64<<10 {
+		d.buf = line // reused under mu; a rare huge line is not kept
+	}
 	f := d.files[e.Session]
 	if f == nil {
+		var err error
 		f, err = os.OpenFile(filepath.Join(d.path, e.Session+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			d.fail(err)
