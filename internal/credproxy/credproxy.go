@@ -24,8 +24,9 @@
 //     upstream is called. This avoids golang/go#40747, where an upstream that
 //     answers before it has read the body makes the transport cut streams and
 //     drop connections, and it lets paddock log the model.
-//   - The response is streamed back untouched, each write flushed at once;
-//     a client that goes away cancels the upstream request at once.
+//   - The response is streamed back untouched (forward.go): an event
+//     stream flushed after every read from the upstream; a client that
+//     goes away cancels the upstream request at once (server.go).
 //   - One Entry per request goes to the decision log, and one line to the
 //     Runner's log: at debug level for an ordinary forwarded request, info
 //     for an upstream 4xx or a cut stream, warn for a refusal or a 5xx.
@@ -39,9 +40,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -110,8 +109,8 @@ type Options struct {
 // relies on.
 type Proxy struct {
 	opts      Options
-	wd        *watchdog // request body and stream idle deadlines
-	rp        *httputil.ReverseProxy
+	wd        *watchdog         // request body and stream idle deadlines
+	tr        http.RoundTripper // the upstream transport
 	log       *slog.Logger
 	decisions decisionlog.Sink
 	ids       atomic.Uint64
@@ -158,30 +157,12 @@ func New(opts Options) (*Proxy, error) {
 		p.decisions = decisionlog.Discard{}
 	}
 	p.idPrefix = "req_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "_"
-	tr := opts.Transport
-	if tr == nil {
-		tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:   p.rewrite,
-		Transport: tr,
-		// 0: ReverseProxy flushes every write of an event stream or of a
-		// body of unknown length (SSE events must not wait), and writes a
-		// body of known length in as few writes as it can.
-		FlushInterval:  0,
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.upstreamError,
-		// ReverseProxy's own complaints (a body copy that failed) go to
-		// the proxy's log, not the process's standard logger.
-		ErrorLog:   slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		BufferPool: bufferPool{},
+	p.tr = opts.Transport
+	if p.tr == nil {
+		p.tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
 	}
 	return p, nil
 }
-
-type ctxKey int
-
-const keyState ctxKey = iota
 
 // WithChannelSession marks a connection's context as arriving over the
 // named session's channel; only that session's token is accepted on it.
@@ -359,7 +340,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.cancel = cancel
 	st.entry.Decision = "forwarded"
 	st.cw = &countingWriter{ResponseWriter: w, n: &st.bytesOut}
-	p.rp.ServeHTTP(st.cw, r.WithContext(context.WithValue(ctx, keyState, st)))
+	p.forward(ctx, st.cw, r, st)
 }
 
 // finish completes the entry and has it recorded after the response: by
@@ -529,81 +510,6 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 	return buf, 0, ""
 }
 
-// rewrite builds the upstream request. httputil.ReverseProxy has already
-// removed hop-by-hop headers, those named in Connection, and Forwarded /
-// X-Forwarded-* from pr.Out.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	st := pr.In.Context().Value(keyState).(*reqState)
-	out := pr.Out
-	var u url.URL
-	if st.relay != nil {
-		u = *st.relay.Upstream
-		u.Path = st.relay.Upstream.Path + "/" + st.relayPath
-	} else {
-		u = *p.opts.Upstream
-		u.Path = p.opts.Upstream.Path + st.rt.path
-	}
-	u.RawPath = ""
-	u.RawQuery = st.query
-	u.Fragment = ""
-	out.URL = &u
-	out.Host = ""
-	out.Trailer = nil // request trailers never travel upstream
-	sanitize(out.Header, st.token)
-	if st.relay != nil {
-		out.Header.Del(st.relay.Header) // the client's own, if it sent one
-		out.Header.Set(st.relay.Header, st.relaySecret.Reveal())
-	} else {
-		out.Header.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
-	}
-	if out.Method == http.MethodGet || out.Method == http.MethodHead {
-		out.Body, out.ContentLength, out.GetBody = http.NoBody, 0, nil
-	} else {
-		b := st.body
-		out.Body = io.NopCloser(bytes.NewReader(b))
-		out.ContentLength = int64(len(b))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	}
-	out.TransferEncoding = nil
-	out.Close = false
-	// A client's User-Agent passes unchanged; when it sends none,
-	// ReverseProxy keeps Go's default one out.
-}
-
-// modifyResponse taps the body for usage and the idle timeout; it never
-// changes a byte.
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	st := resp.Request.Context().Value(keyState).(*reqState)
-	st.entry.Status = resp.StatusCode
-	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
-	ct := resp.Header.Get("Content-Type")
-	switch {
-	case strings.HasPrefix(ct, "text/event-stream"):
-		st.scanner = &anthropic.UsageScanner{}
-	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
-		st.scanner = &anthropic.UsageScanner{JSON: true}
-	}
-	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
-	resp.Body = st.tap
-	return nil
-}
-
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	st := r.Context().Value(keyState).(*reqState)
-	st.upErr = err
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		st.entry.Status, st.entry.Reason = 499, "client went away"
-		return
-	}
-	status, msg := http.StatusBadGateway, "the upstream API could not be reached"
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		status, msg = http.StatusGatewayTimeout, "the upstream API did not answer in time"
-	}
-	st.entry.Status, st.entry.Reason = status, msg
-	anthropic.WriteError(w, status, anthropic.APIError, msg, st.entry.RequestID)
-}
-
 func (p *Proxy) record(st *reqState) {
 	e := &st.entry
 	if e.Decision == "forwarded" {
@@ -671,8 +577,7 @@ func (p *Proxy) putBuf(b *bytes.Buffer) {
 }
 
 // countingWriter counts response bytes and remembers the status for
-// responses that paddock itself writes. It forwards Flush and Unwrap so the
-// reverse proxy's immediate flushing still works.
+// responses that paddock itself writes. It forwards Flush and Unwrap.
 type countingWriter struct {
 	http.ResponseWriter
 	n      *atomic.Int64
@@ -695,11 +600,19 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *countingWriter) Flush() {
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+// FlushError flushes the underlying writer, reporting its error when it
+// can.
+func (c *countingWriter) FlushError() error {
+	switch f := c.ResponseWriter.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
 		f.Flush()
 	}
+	return nil
 }
+
+func (c *countingWriter) Flush() { _ = c.FlushError() }
 
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
@@ -736,10 +649,5 @@ func (t *tapBody) Close() error {
 	return t.rc.Close()
 }
 
-// bufferPool gives the reverse proxy 32 KiB copy buffers.
-type bufferPool struct{}
-
+// copyBufs are the 32 KiB buffers responses are copied through.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufferPool) Get() []byte  { return *(copyBufs.Get().(*[]byte)) }
-func (bufferPool) Put(b []byte) { copyBufs.Put(&b) }

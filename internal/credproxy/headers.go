@@ -12,10 +12,9 @@ func normName(k string) string {
 }
 
 // strippedExact are removed from every forwarded request whatever their case
-// or '_' spelling: credentials, and what a client could use to lie about
-// where the request came from, or that would change the method. Hop-by-hop headers and those named in
-// Connection are already removed by httputil.ReverseProxy; they are listed
-// again so that the rule holds here on its own.
+// or '_' spelling: credentials, what a client could use to lie about where
+// the request came from or to change the method, and the hop-by-hop
+// headers. forward also drops the headers a request's Connection names.
 var strippedExact = map[string]bool{
 	"authorization":       true,
 	"proxy-authorization": true,
@@ -55,26 +54,6 @@ func isStripped(k string) bool {
 	}
 	return strings.Contains(n, "auth") || strings.Contains(n, "api-key") || strings.Contains(n, "apikey") ||
 		strings.HasSuffix(n, "-token") || strings.HasSuffix(n, "-secret") || strings.Contains(n, "cookie")
-}
-
-// sanitize removes every stripped header from h, and any header whose value
-// contains the session token (a client could copy it into a custom header).
-func sanitize(h http.Header, token string) {
-	for k, vs := range h {
-		if isStripped(k) {
-			delete(h, k)
-			continue
-		}
-		if token == "" {
-			continue
-		}
-		for _, v := range vs {
-			if strings.Contains(v, token) {
-				delete(h, k)
-				break
-			}
-		}
-	}
 }
 
 // connectionNominated returns the headers a request names in Connection.

@@ -52,8 +52,8 @@ import (
 //   - The response is framed by its Content-Length, or chunked for an
 //     HTTP/1.1 request, or ended by closing the connection. Hop-by-hop
 //     headers a handler sets are dropped; response trailers are not sent.
-//     A handler that panics (ReverseProxy aborting a broken stream) gets
-//     its connection closed with the response unfinished, so a client
+//     A handler that panics (forward aborting a broken stream) gets its
+//     connection closed with the response unfinished, so a client
 //     never takes a cut stream for a whole one.
 //   - ReadHeaderTimeout bounds reading a request head once its first byte
 //     came; IdleTimeout bounds the wait for it. Both close the connection,
@@ -223,19 +223,11 @@ type serverConn struct {
 	cancel context.CancelFunc
 }
 
-// serverCtx is the base context of every request. It carries
-// http.ServerContextKey because httputil.ReverseProxy panics with
-// http.ErrAbortHandler on a broken body copy only under a server (it looks
-// for that key); without it, it returns as if the response were whole, and
-// a cut stream would reach the client with a proper end. The value is an
-// empty http.Server that serves nothing.
-var serverCtx = context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
-
 // errRequestHeadTooLarge is the read error of a request head over the limit.
 var errRequestHeadTooLarge = errors.New("credproxy: request head too large")
 
 func (s *Server) newConn(c net.Conn) *serverConn {
-	sc := &serverConn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: serverCtx}
+	sc := &serverConn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: context.Background()}
 	sc.cr.conn = c
 	sc.cr.cond = sync.NewCond(&sc.cr.mu)
 	sc.lr = headLimitReader{r: &sc.cr, limit: -1, err: errRequestHeadTooLarge}

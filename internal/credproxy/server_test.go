@@ -277,7 +277,7 @@ func TestServerClientGoneCancels(t *testing.T) {
 }
 
 // TestServerAbortCutsResponse: a handler that panics with ErrAbortHandler
-// (ReverseProxy on a broken upstream stream) leaves the client a cut
+// (forward on a broken upstream stream) leaves the client a cut
 // response, never one that looks whole; another panic is logged, not fatal.
 func TestServerAbortCutsResponse(t *testing.T) {
 	ts := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -28,7 +28,7 @@ import (
 //
 // Contracts:
 //   - No proxy from the environment, no compression added: the request goes
-//     as the ReverseProxy built it, and the response comes back as sent.
+//     as forward built it, and the response comes back as sent.
 //   - The request's context cancels it at any point: a request already
 //     cancelled is not sent; later, the connection is closed at once (the
 //     upstream sees its client go), and RoundTrip or the body's Read returns
@@ -251,8 +251,8 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	} else if err != nil {
 		b.finish(false)
 		if cerr := b.ctx.Err(); cerr != nil {
-			// Bare, as net/http's transport returns it: ReverseProxy
-			// logs any other read error.
+			// Bare, as net/http's transport returns it: the cause is
+			// the cancellation, not the closed connection.
 			err = cerr
 		}
 	}

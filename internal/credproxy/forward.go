@@ -1,0 +1,186 @@
+package credproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/anthropic"
+)
+
+// forward sends an accepted request upstream and streams the answer back:
+// what httputil.ReverseProxy did here before, in one pass over the headers
+// each way and without its per-request machinery (a cloned request, a
+// client trace, header passes that paddock's own rules make redundant).
+//
+//   - The upstream request carries the client's headers except those that
+//     never travel (isStripped), those its Connection header names, and any
+//     whose value holds the session token; then exactly one credential.
+//     Without a client User-Agent none is sent (not Go's).
+//   - The answer's hop-by-hop headers and those its Connection names are
+//     dropped; the rest pass unchanged, as do status and body. Trailers are
+//     not relayed (the API sends none).
+//   - An event stream, or a body of unknown length, is flushed after every
+//     read from the upstream; a body of known length goes in as few writes
+//     as the server makes.
+//   - A body that breaks off (the upstream failed, the idle timeout, the
+//     client went) ends the handler with panic(http.ErrAbortHandler), so
+//     the server closes the connection with the response unfinished: the
+//     client never takes a cut answer for a whole one.
+func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request, st *reqState) {
+	resp, err := p.tr.RoundTrip(p.outRequest(ctx, r, st))
+	if err != nil {
+		p.upstreamError(w, r, st, err)
+		return
+	}
+	defer resp.Body.Close()
+	st.entry.Status = resp.StatusCode
+	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		st.scanner = &anthropic.UsageScanner{}
+	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
+		st.scanner = &anthropic.UsageScanner{JSON: true}
+	}
+	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+
+	h := w.Header()
+	named := connectionNamed(resp.Header)
+	for k, vs := range resp.Header {
+		if responseHop[k] || named != nil && named[strings.ToLower(k)] {
+			continue
+		}
+		h[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+
+	flush := resp.ContentLength < 0 || isEventStream(ct)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := st.tap.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				panic(http.ErrAbortHandler) // the client went
+			}
+			if flush {
+				if werr := w.FlushError(); werr != nil {
+					panic(http.ErrAbortHandler)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return
+		}
+		if rerr != nil {
+			if ctx.Err() == nil {
+				st.upErr = rerr
+				st.entry.Reason = "the upstream's answer broke off"
+			}
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// outRequest builds the upstream request (see forward).
+func (p *Proxy) outRequest(ctx context.Context, r *http.Request, st *reqState) *http.Request {
+	var u url.URL
+	if st.relay != nil {
+		u = *st.relay.Upstream
+		u.Path = st.relay.Upstream.Path + "/" + st.relayPath
+	} else {
+		u = *p.opts.Upstream
+		u.Path = p.opts.Upstream.Path + st.rt.path
+	}
+	u.RawPath, u.RawQuery, u.Fragment = "", st.query, ""
+
+	h := make(http.Header, len(r.Header)+1)
+	named := connectionNamed(r.Header)
+next:
+	for k, vs := range r.Header {
+		if isStripped(k) || named != nil && named[strings.ToLower(k)] {
+			continue
+		}
+		if st.token != "" {
+			for _, v := range vs {
+				if strings.Contains(v, st.token) {
+					continue next // a copy of the token, in a custom header
+				}
+			}
+		}
+		h[k] = vs
+	}
+	if st.relay != nil {
+		h.Del(st.relay.Header) // the client's own, if it sent one
+		h.Set(st.relay.Header, st.relaySecret.Reveal())
+	} else {
+		h.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""} // Request.Write then sends none
+	}
+	out := &http.Request{Method: r.Method, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: http.NoBody}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		b := st.body
+		out.Body = io.NopCloser(bytes.NewReader(b))
+		out.ContentLength = int64(len(b))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return out.WithContext(ctx)
+}
+
+// responseHop are the answer's headers that describe the upstream
+// connection, not the answer (RFC 9110 7.6.1, and what net/http drops).
+var responseHop = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// connectionNamed returns the header names h's Connection header lists,
+// lower-cased, or nil.
+func connectionNamed(h http.Header) map[string]bool {
+	vs := h["Connection"]
+	if len(vs) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, v := range vs {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				named[strings.ToLower(f)] = true
+			}
+		}
+	}
+	return named
+}
+
+func isEventStream(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
+}
+
+// upstreamError answers a request whose upstream exchange failed before an
+// answer began: 504 for a timeout, 502 otherwise, nothing for a client that
+// went.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, st *reqState, err error) {
+	st.upErr = err
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		st.entry.Status, st.entry.Reason = 499, "client went away"
+		return
+	}
+	status, msg := http.StatusBadGateway, "the upstream API could not be reached"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		status, msg = http.StatusGatewayTimeout, "the upstream API did not answer in time"
+	}
+	st.entry.Status, st.entry.Reason = status, msg
+	anthropic.WriteError(w, status, anthropic.APIError, msg, st.entry.RequestID)
+}
