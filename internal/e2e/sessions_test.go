@@ -293,11 +293,14 @@ func plain(s string) string {
 }
 
 // slowReader hands out its chunks one by one with a pause, like a person
-// typing; then blocks until closed.
+// typing; then blocks until closed. If gate is set, it is called before
+// each chunk with the chunk's index (a person waiting to see something).
 type slowReader struct {
 	chunks [][]byte
 	pause  time.Duration
 	done   chan struct{}
+	gate   func(i int)
+	sent   int
 }
 
 func (s *slowReader) Read(p []byte) (int, error) {
@@ -306,6 +309,10 @@ func (s *slowReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	time.Sleep(s.pause)
+	if s.gate != nil {
+		s.gate(s.sent)
+	}
+	s.sent++
 	n := copy(p, s.chunks[0])
 	s.chunks = s.chunks[1:]
 	return n, nil
@@ -319,10 +326,18 @@ func TestAttachAndDetach(t *testing.T) {
 	name := "att"
 	e.pd("run", "-d", "--name", name, "--backend", "local")
 	e.waitScreen(name, promptReady, 30*time.Second)
-	in := &slowReader{pause: 700 * time.Millisecond, done: make(chan struct{}),
-		chunks: [][]byte{[]byte("say hi"), []byte("\r"), {0x10}, {0x11}}}
-	defer close(in.done)
 	var out testenv.Buffer
+	in := &slowReader{pause: 700 * time.Millisecond, done: make(chan struct{}),
+		chunks: [][]byte{[]byte("say hi"), []byte("\r"), {0x10}, {0x11}},
+		// Detach once the answer is on the screen (a loaded machine may
+		// take longer than the pauses), or after 30 s to fail below.
+		gate: func(i int) {
+			for end := time.Now().Add(30 * time.Second); i == 2 && time.Now().Before(end) &&
+				!strings.Contains(plain(out.String()), "hi from the fake server"); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}}
+	defer close(in.done)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := mainWithStdin2(ctx, e, in, &out, "attach", name)
