@@ -31,7 +31,7 @@ type hangups struct {
 type hangupEntry struct {
 	h    *hangups
 	id   uint32
-	fd   int
+	raw  syscall.RawConn
 	gone func()
 }
 
@@ -63,7 +63,7 @@ func watchHangup(c net.Conn, gone func()) hangupReg {
 		return nil
 	}
 	h := hangupW
-	e := &hangupEntry{h: h, gone: gone}
+	e := &hangupEntry{h: h, raw: raw, gone: gone}
 	h.mu.Lock()
 	for {
 		h.next++
@@ -76,7 +76,6 @@ func watchHangup(c net.Conn, gone func()) hangupReg {
 	h.mu.Unlock()
 	var cerr error
 	err = raw.Control(func(fd uintptr) {
-		e.fd = int(fd)
 		ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(e.id)}
 		cerr = unix.EpollCtl(h.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
@@ -89,14 +88,18 @@ func watchHangup(c net.Conn, gone func()) hangupReg {
 	return e
 }
 
-// Stop removes the registration. The socket must still be open: closing it
-// first removes it from the set by itself, and its number may be reused.
+// Stop removes the registration. It goes through the socket's RawConn,
+// which holds the descriptor while it runs: a socket already closed (by a
+// timeout, by Shutdown) has left the set by itself, and its number, which
+// may already belong to another connection, is not touched.
 func (e *hangupEntry) Stop() {
 	h := e.h
 	h.mu.Lock()
 	delete(h.regs, e.id)
 	h.mu.Unlock()
-	_ = unix.EpollCtl(h.epfd, unix.EPOLL_CTL_DEL, e.fd, nil)
+	_ = e.raw.Control(func(fd uintptr) {
+		_ = unix.EpollCtl(h.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	})
 }
 
 func startHangups() {

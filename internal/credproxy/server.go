@@ -634,9 +634,10 @@ func (w *response) writeHead(final bool) {
 	if w.req != nil && w.req.Close || w.sc.s.closing.Load() {
 		w.closeAfter = true
 	}
-	if b := w.body; b != nil && !b.done && (w.req.ContentLength < 0 || w.req.ContentLength-b.n > maxDiscardBytes) {
-		// A rest of the body too large to skip: this response is the
-		// connection's last, and says so.
+	if b := w.body; b != nil && !b.done && (b.expect || w.req.ContentLength < 0 || w.req.ContentLength-b.n > maxDiscardBytes) {
+		// A rest of the body too large to skip, or one the client was
+		// told to hold back (no 100 Continue went out, so it may never
+		// come): this response is the connection's last, and says so.
 		w.closeAfter = true
 	}
 	bw := w.sc.bw
