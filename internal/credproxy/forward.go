@@ -39,7 +39,6 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 		p.upstreamError(w, r, st, err)
 		return
 	}
-	defer resp.Body.Close()
 	st.entry.Status = resp.StatusCode
 	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
 	ct := resp.Header.Get("Content-Type")
@@ -50,6 +49,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
 	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	defer st.tap.Close() // disarms the idle watch, releases the upstream connection
 
 	h := w.Header()
 	named := connectionNamed(resp.Header)
@@ -168,13 +168,15 @@ func isEventStream(ct string) bool {
 }
 
 // upstreamError answers a request whose upstream exchange failed before an
-// answer began: 504 for a timeout, 502 otherwise, nothing for a client that
-// went.
+// answer began: 504 for a timeout, 502 otherwise; for a client that went,
+// it aborts the handler so that no response at all is sent.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, st *reqState, err error) {
 	st.upErr = err
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// No answer at all: an empty 200 from the server would look like
+		// a success to a client that only half-closed.
 		st.entry.Status, st.entry.Reason = 499, "client went away"
-		return
+		panic(http.ErrAbortHandler)
 	}
 	status, msg := http.StatusBadGateway, "the upstream API could not be reached"
 	var ne net.Error

@@ -156,7 +156,8 @@ func isTemporaryAccept(err error) bool {
 		strings.Contains(s, "connection reset")
 }
 
-// Close closes the listeners and every connection at once.
+// Close closes the listeners and every connection at once, cancelling
+// the requests they run.
 func (s *Server) Close() error {
 	s.init()
 	s.closing.Store(true)
@@ -167,13 +168,17 @@ func (s *Server) Close() error {
 	}
 	for c := range s.conns {
 		c.c.Close()
+		// A socket closed here leaves the hang-up set unreported: cancel
+		// what it was running (net/http's server does the same).
+		c.hungUp()
 	}
 	return nil
 }
 
 // Shutdown closes the listeners, then idle connections as they become
-// idle, until none is left or ctx ends (whose error it then returns).
-// Requests in flight run to their end.
+// idle (a new one after 5 s without a request), until none is left or ctx
+// ends (whose error it then returns). Requests in flight run to their end;
+// Close after a failed Shutdown cancels them.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.init()
 	s.closing.Store(true)
@@ -186,7 +191,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		for c := range s.conns {
-			if c.idle.Load() {
+			// A new connection counts as idle once it has had 5 s to
+			// send its first request (as net/http's server counts it).
+			if c.idle.Load() && (!c.fresh.Load() || time.Since(c.born) > 5*time.Second) {
 				c.c.Close()
 			}
 		}
@@ -218,6 +225,10 @@ type serverConn struct {
 	idle   atomic.Bool
 	hup    hangupReg // the kernel's hang-up report; nil: background reads
 
+	fresh atomic.Bool // no request read yet
+	born  time.Time
+	reset bool // end with a TCP reset, not a close (a cut close-delimited response)
+
 	mu     sync.Mutex // guards gone and cancel
 	gone   bool       // the client hung up
 	cancel context.CancelFunc
@@ -237,6 +248,8 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 		sc.ctx = s.ConnContext(sc.ctx, c)
 	}
 	sc.idle.Store(true)
+	sc.fresh.Store(true)
+	sc.born = time.Now()
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -279,7 +292,12 @@ func (sc *serverConn) serve() {
 	}()
 	linger := false // the client may have sent more than was read
 	defer func() {
-		if linger {
+		switch {
+		case sc.reset:
+			if tc, ok := sc.c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // the close sends RST
+			}
+		case linger:
 			sc.lingerClose()
 		}
 	}()
@@ -297,6 +315,7 @@ func (sc *serverConn) serve() {
 		}
 		linger = true
 		sc.idle.Store(false)
+		sc.fresh.Store(false)
 		sc.watch.extend(s.ReadHeaderTimeout)
 		req, err := http.ReadRequest(sc.br)
 		tooLarge := sc.lr.limit == 0
@@ -505,8 +524,14 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, truncate(strings.TrimSpace(string(buf)), 4000))
 			}
 			// What was written so far reaches the client, without the end
-			// of the response: it sees a cut, not a whole answer.
+			// of the response: it sees a cut, not a whole answer. A
+			// response framed by the connection's end (HTTP/1.0, unknown
+			// length) cannot show a cut that way: a TCP connection is
+			// reset instead of closed.
 			_ = sc.bw.Flush()
+			if w.wroteHeader && !w.noBody && !w.chunked && w.cl < 0 {
+				sc.reset = true
+			}
 		}
 	}()
 	sc.s.Handler.ServeHTTP(w, req)

@@ -369,3 +369,29 @@ func TestServerShutdown(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+// TestServerShutdownWaitsForNewConnections: a connection accepted but not
+// yet used is not closed at once by Shutdown (its first request may be on
+// the way); the request it then sends is served, and Shutdown returns.
+func TestServerShutdownWaitsForNewConnections(t *testing.T) {
+	ts := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "served")
+	}), time.Second)
+	c, br := rawConn(t, ts)
+	time.Sleep(50 * time.Millisecond) // accepted
+	shut := make(chan error, 1)
+	go func() { shut <- ts.srv.Shutdown(context.Background()) }()
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, body := readResp(t, br, "GET"); body != "served" || !resp.Close {
+		t.Fatalf("%q close=%v", body, resp.Close)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}

@@ -47,6 +47,12 @@ func newWatchdog(shortest time.Duration) *watchdog {
 func (w *watchdog) arm(d time.Duration, fire func()) *watch {
 	wt := &watch{fire: fire}
 	wt.deadline.Store(time.Now().Add(d).UnixNano())
+	w.add(wt)
+	return wt
+}
+
+// add watches wt, starting the goroutine if none runs.
+func (w *watchdog) add(wt *watch) {
 	w.mu.Lock()
 	w.items[wt] = struct{}{}
 	if !w.running {
@@ -54,7 +60,6 @@ func (w *watchdog) arm(d time.Duration, fire func()) *watch {
 		go w.run()
 	}
 	w.mu.Unlock()
-	return wt
 }
 
 // extend moves the deadline to d from now.
@@ -94,7 +99,11 @@ func (w *watchdog) run() {
 		w.mu.Unlock()
 		for _, wt := range due {
 			wt.mu.Lock()
-			if !wt.disarmed {
+			switch {
+			case wt.disarmed:
+			case wt.deadline.Load() > time.Now().UnixNano():
+				w.add(wt) // extended since it was found due: watch on
+			default:
 				wt.fired = true
 				wt.fire()
 			}

@@ -404,8 +404,14 @@ func (r *Runner) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = apiSrv.Shutdown(sctx)
-	_ = proxySrv.Shutdown(sctx)
-	_ = boxSrv.Shutdown(sctx)
+	// Streams still running after the grace period are cut (Close
+	// cancels them and their upstream requests).
+	if proxySrv.Shutdown(sctx) != nil {
+		_ = proxySrv.Close()
+	}
+	if boxSrv.Shutdown(sctx) != nil {
+		_ = boxSrv.Close()
+	}
 	_ = egressSrv.Close() // tunnels are long-lived; they end with the Runner
 	if webSrv != nil {
 		_ = webSrv.Close()

@@ -1,0 +1,164 @@
+package credproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/credential"
+)
+
+// TestStreamWatchDisarmedAfterEachRequest: a finished request leaves no
+// stream-idle watch armed (found by review: forward closed the upstream body
+// instead of the tap, and each watch stayed for StreamIdleTimeout).
+func TestStreamWatchDisarmedAfterEachRequest(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, nil)
+	for i := 0; i < 20; i++ {
+		resp := h.do("POST", "/v1/messages", smallBody, h.authed())
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	h.proxy.Drain()
+	h.proxy.wd.mu.Lock()
+	n := len(h.proxy.wd.items)
+	h.proxy.wd.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d watches still armed on the proxy's watchdog after 20 finished requests", n)
+	}
+}
+
+// TestCancelledRequestGetsNoSuccess: a request cancelled before the upstream
+// answered (the client half-closed) gets no response at all, never an empty
+// 200 that reads as a success (found by review).
+func TestCancelledRequestGetsNoSuccess(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, nil)
+	c := rawMessages(t, h, "HTTP/1.1")
+	c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Logf("no response (acceptable): %v", err)
+		return
+	}
+	b, err := io.ReadAll(resp.Body)
+	t.Logf("got %d %q body=%q err=%v", resp.StatusCode, resp.Header, b, err)
+	if resp.StatusCode == 200 && err == nil {
+		t.Fatalf("the cancelled request got a complete 200 with body %q (upstream hits: %d)", b, h.hits())
+	}
+}
+
+// TestCutStreamResetForHTTP10: a response framed by the connection's end
+// (HTTP/1.0) that the upstream cut is ended by a reset, so the client
+// cannot take it for whole (found by review).
+func TestCutStreamResetForHTTP10(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: {}\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(50 * time.Millisecond)
+		// cut the stream mid-way: no terminating chunk to the proxy
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close()
+	})
+	h := newHarness(t, credential.KindOAuth, up, nil)
+	c := rawMessages(t, h, "HTTP/1.0")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	t.Logf("status %d, TE %v, CL %d, body %q, read err %v", resp.StatusCode, resp.TransferEncoding, resp.ContentLength, b, err)
+	if err == nil {
+		t.Fatalf("a cut upstream stream was delivered to the HTTP/1.0 client as a complete response")
+	}
+}
+
+// TestServerCloseCancelsInFlight: Close cancels the requests running on
+// sockets, whose hang-up the kernel no longer reports once closed here
+// (found by review).
+func TestServerCloseCancelsInFlight(t *testing.T) {
+	started := make(chan struct{})
+	done := make(chan struct{})
+	ts := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(3 * time.Second):
+		}
+		close(done)
+	}), time.Second)
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	ts.srv.Close()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Errorf("1 s after Server.Close the in-flight request's context is still live")
+		<-done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+}
+
+// The same without a socket (a channel stream): the background read
+// notices the close.
+func TestServerCloseCancelsInFlightWithoutSocket(t *testing.T) {
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+			done <- nil
+		case <-time.After(3 * time.Second):
+			done <- fmt.Errorf("not cancelled")
+		}
+	}), time.Second)
+	go srv.Serve(hidingListener{l})
+	c, _ := net.Dial("tcp", l.Addr().String())
+	defer c.Close()
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-started
+	srv.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawMessages sends an authenticated POST /v1/messages in the given protocol
+// version on a fresh connection and returns it.
+func rawMessages(t *testing.T, h *harness, proto string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	k, v := h.cred()
+	fmt.Fprintf(c, "POST /v1/messages %s\r\nHost: x\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", proto, k, v, len(smallBody), smallBody)
+	return c
+}
