@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
@@ -144,16 +145,20 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
-// isTemporaryAccept reports accept errors worth retrying (out of file
-// descriptors, an aborted handshake).
+// isTemporaryAccept reports accept errors worth retrying: out of file
+// descriptors or buffers, a connection aborted before it was accepted, a
+// timeout.
 func isTemporaryAccept(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
-	s := err.Error()
-	return strings.Contains(s, "too many open files") || strings.Contains(s, "connection aborted") ||
-		strings.Contains(s, "connection reset")
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close closes the listeners and every connection at once, cancelling

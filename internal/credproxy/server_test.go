@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -393,5 +395,23 @@ func TestServerShutdownWaitsForNewConnections(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Shutdown did not return")
+	}
+}
+
+// TestIsTemporaryAccept: running out of descriptors or an aborted
+// connection is retried; a closed listener is not.
+func TestIsTemporaryAccept(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EMFILE)}, true},
+		{&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)}, true},
+		{net.ErrClosed, false},
+		{&net.OpError{Op: "accept", Err: errors.New("use of closed network connection")}, false},
+	} {
+		if got := isTemporaryAccept(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
 	}
 }
