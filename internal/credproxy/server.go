@@ -38,7 +38,9 @@ import (
 // only once its body has been read.
 //
 // Contracts, beyond http.ReadRequest's:
-//   - HTTP/1.0 and 1.1 only; HTTP/1.1 requests need a valid Host header
+//   - HTTP/1.1 only (1.0 gets a 505: its responses of unknown length
+//     would be framed by the connection's end, where a cut stream looks
+//     whole); requests need a valid Host header
 //     (a repeated one counts as its first: it never travels upstream); header names and values must be valid (no control bytes);
 //     a request head is at most MaxHeaderBytes. An obsolete line folding
 //     is replaced by a space, as http.ReadRequest does (RFC 9112 5.2). A malformed request gets a
@@ -50,8 +52,7 @@ import (
 //     body. A body the handler did not read to its end closes the
 //     connection after the response (nothing of it is taken for a next
 //     request).
-//   - The response is framed by its Content-Length, or chunked for an
-//     HTTP/1.1 request, or ended by closing the connection. Hop-by-hop
+//   - The response is framed by its Content-Length, or chunked. Hop-by-hop
 //     headers a handler sets are dropped; response trailers are not sent.
 //     A handler that panics (forward aborting a broken stream) gets its
 //     connection closed with the response unfinished, so a client
@@ -172,10 +173,9 @@ func (s *Server) Close() error {
 		l.Close()
 	}
 	for c := range s.conns {
-		c.c.Close()
-		// A socket closed here leaves the hang-up set unreported: cancel
-		// what it was running (net/http's server does the same).
-		c.hungUp()
+		// A socket closed here leaves the hang-up set unreported: abort
+		// cancels what it was running (net/http's server does the same).
+		c.abort()
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			// A new connection counts as idle once it has had 5 s to
 			// send its first request (as net/http's server counts it).
 			if c.idle.Load() && (!c.fresh.Load() || time.Since(c.born) > 5*time.Second) {
-				c.c.Close()
+				c.abort()
 			}
 		}
 		n := len(s.conns)
@@ -232,7 +232,6 @@ type serverConn struct {
 
 	fresh atomic.Bool // no request read yet
 	born  time.Time
-	reset bool // end with a TCP reset, not a close (a cut close-delimited response)
 
 	mu     sync.Mutex // guards gone and cancel
 	gone   bool       // the client hung up
@@ -263,9 +262,19 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	}
 	s.conns[sc] = struct{}{}
 	s.mu.Unlock()
-	sc.watch = s.wd.arm(s.IdleTimeout, func() { c.Close() })
+	sc.watch = s.wd.arm(s.IdleTimeout, sc.abort)
 	sc.hup = watchHangup(c, sc.hungUp)
 	return sc
+}
+
+// abort ends the connection from outside its goroutine (a timeout,
+// Shutdown, Close): a deadline in the past wakes a read or write blocked on
+// it — closing alone does not, on a channel stream, whose Close is a
+// half-close — and the request in flight, if any, is cancelled.
+func (sc *serverConn) abort() {
+	_ = sc.c.SetDeadline(aLongTimeAgo)
+	sc.c.Close()
+	sc.hungUp()
 }
 
 // hungUp runs when the kernel reports the client gone: the request in
@@ -297,12 +306,7 @@ func (sc *serverConn) serve() {
 	}()
 	linger := false // the client may have sent more than was read
 	defer func() {
-		switch {
-		case sc.reset:
-			if tc, ok := sc.c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // the close sends RST
-			}
-		case linger:
+		if linger {
 			sc.lingerClose()
 		}
 	}()
@@ -358,8 +362,11 @@ func isNetError(err error) bool {
 
 // checkRequest applies what net/http's server checks beyond ReadRequest.
 func checkRequest(req *http.Request) (int, string) {
-	if req.ProtoMajor != 1 {
-		return http.StatusHTTPVersionNotSupported, "only HTTP/1.0 and HTTP/1.1 are served"
+	if req.ProtoMajor != 1 || req.ProtoMinor < 1 {
+		// HTTP/1.0 would need responses framed by the connection's end,
+		// where a cut stream cannot be told from a whole one on a channel
+		// stream (no reset): paddock's clients all speak HTTP/1.1.
+		return http.StatusHTTPVersionNotSupported, "paddock's credential proxy speaks HTTP/1.1 only"
 	}
 	// http.ReadRequest has moved Host into req.Host (the first, if
 	// repeated; paddock never forwards a client's Host).
@@ -529,14 +536,9 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, truncate(strings.TrimSpace(string(buf)), 4000))
 			}
 			// What was written so far reaches the client, without the end
-			// of the response: it sees a cut, not a whole answer. A
-			// response framed by the connection's end (HTTP/1.0, unknown
-			// length) cannot show a cut that way: a TCP connection is
-			// reset instead of closed.
+			// of the response (no last chunk): it sees a cut, not a whole
+			// answer.
 			_ = sc.bw.Flush()
-			if w.wroteHeader && !w.noBody && !w.chunked && w.cl < 0 {
-				sc.reset = true
-			}
 		}
 	}()
 	sc.s.Handler.ServeHTTP(w, req)

@@ -10,10 +10,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/yamux"
 )
 
 // rawConn dials ts and returns the connection with a reader over it.
@@ -41,9 +44,9 @@ func readResp(t *testing.T, br *bufio.Reader, method string) (*http.Response, st
 	return resp, string(b)
 }
 
-// TestServerFraming: a response of unknown length goes chunked to HTTP/1.1
-// and ends with the connection for HTTP/1.0; a declared length is kept; HEAD
-// and 204 carry no body; several requests share one connection.
+// TestServerFraming: a response of unknown length goes chunked; a declared
+// length is kept; HEAD and 204 carry no body; several requests share one
+// connection.
 func TestServerFraming(t *testing.T) {
 	ts := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -81,15 +84,6 @@ func TestServerFraming(t *testing.T) {
 		t.Fatalf("nothing: %d %d %q", resp.StatusCode, resp.ContentLength, body)
 	}
 
-	c2, br2 := rawConn(t, ts)
-	io.WriteString(c2, "GET /stream HTTP/1.0\r\n\r\n")
-	resp, body = readResp(t, br2, "GET")
-	if body != "one,two" || len(resp.TransferEncoding) != 0 || !resp.Close {
-		t.Fatalf("1.0: %q %v close=%v", body, resp.TransferEncoding, resp.Close)
-	}
-	if _, err := br2.ReadByte(); err != io.EOF {
-		t.Fatalf("1.0 connection left open: %v", err)
-	}
 }
 
 // TestServerRefusesMalformed: each malformed request gets its status in the
@@ -106,6 +100,8 @@ func TestServerRefusesMalformed(t *testing.T) {
 		{"no host", "GET / HTTP/1.1\r\n\r\n", 400},
 		{"bad host", "GET / HTTP/1.1\r\nHost: a b/c\r\n\r\n", 400},
 		{"http/2 version", "GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505},
+		{"http/1.0", "GET / HTTP/1.0\r\n\r\n", 505},
+		{"http/1.0 with host", "POST / HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", 505},
 		{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
 		{"bad te", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
 		{"te and cl", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\nContent-Length: 3\r\n\r\n", 501},
@@ -413,5 +409,95 @@ func TestIsTemporaryAccept(t *testing.T) {
 		if got := isTemporaryAccept(c.err); got != c.want {
 			t.Errorf("%v: %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// yamuxListener accepts a yamux session's streams, as the Runner's
+// listener of box channel streams does; Close stops accepting only.
+type yamuxListener struct {
+	sess *yamux.Session
+	done chan struct{}
+	once *sync.Once
+}
+
+func (l yamuxListener) Accept() (net.Conn, error) {
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { c, err := l.sess.AcceptStream(); ch <- res{c, err} }()
+	select {
+	case r := <-ch:
+		return r.c, r.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+func (l yamuxListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l yamuxListener) Addr() net.Addr { return l.sess.Addr() }
+
+// TestServerTimeoutsEndChannelStreams: on a box's channel stream, whose
+// Close is a half-close that does not wake a blocked read, the header and
+// idle timeouts still end the connection (a box cannot hold them open with
+// a partial head or by idling), and so do Shutdown and Close (found by
+// review).
+func TestServerTimeoutsEndChannelStreams(t *testing.T) {
+	a, b := net.Pipe()
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	ss, err := yamux.Server(a, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := yamux.Client(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer ss.Close()
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), 200*time.Millisecond)
+	srv.IdleTimeout = 300 * time.Millisecond
+	go srv.Serve(yamuxListener{ss, make(chan struct{}), new(sync.Once)})
+	defer srv.Close()
+	count := func() int {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return len(srv.conns)
+	}
+	open := func(head string) net.Conn {
+		st, err := cs.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(st, head)
+		return st
+	}
+	for i := 0; i < 3; i++ {
+		open("GET /x HTTP/1.1\r\nHost: x\r\n") // a partial head, held open
+	}
+	st := open("GET /x HTTP/1.1\r\nHost: x\r\n\r\n") // then idle
+	if resp, err := http.ReadResponse(bufio.NewReader(st), nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d channel-stream connections outlived the header and idle timeouts", n)
+	}
+	// Shutdown and Close end the ones that are open when they are called.
+	open("GET /x HTTP/1.1\r\nHost: x\r\n")
+	for count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("a channel-stream connection outlived Close: %v", err)
 	}
 }

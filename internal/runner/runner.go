@@ -403,15 +403,12 @@ func (r *Runner) Serve(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = apiSrv.Shutdown(sctx)
-	// Streams still running after the grace period are cut (Close
-	// cancels them and their upstream requests).
-	if proxySrv.Shutdown(sctx) != nil {
-		_ = proxySrv.Close()
-	}
-	if boxSrv.Shutdown(sctx) != nil {
-		_ = boxSrv.Close()
-	}
+	// The three share the grace period, side by side.
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = apiSrv.Shutdown(sctx) })
+	wg.Go(func() { stopProxyServer(sctx, proxySrv) })
+	wg.Go(func() { stopProxyServer(sctx, boxSrv) })
+	wg.Wait()
 	_ = egressSrv.Close() // tunnels are long-lived; they end with the Runner
 	if webSrv != nil {
 		_ = webSrv.Close()
@@ -431,6 +428,20 @@ func (r *Runner) Serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// stopProxyServer shuts a proxy server down within ctx; streams still
+// running then are cut (Close cancels them and their upstream requests),
+// and it waits a little longer for their handlers to unwind, so that the
+// proxy's Drain that follows records them.
+func stopProxyServer(ctx context.Context, srv *credproxy.Server) {
+	if srv.Shutdown(ctx) == nil {
+		return
+	}
+	_ = srv.Close()
+	wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(wctx)
 }
 
 // Close releases the store, logs, sockets and lock. Idempotent.
