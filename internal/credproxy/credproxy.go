@@ -116,16 +116,11 @@ type Proxy struct {
 	ids       atomic.Uint64
 	idPrefix  string
 	bufs      sync.Pool
-	// queue holds finished requests to record; pending counts those not
-	// yet recorded (Drain waits for zero; a WaitGroup may not be Added to
-	// while someone Waits at zero). One recorder goroutine runs while the
-	// queue is not empty: under load it records in batches, without a
-	// goroutine per request.
-	pendMu    sync.Mutex
-	pendC     *sync.Cond
-	pending   int
-	queue     []*reqState
-	recording bool
+	// pending counts finished requests not yet recorded (Drain waits for
+	// zero; a WaitGroup may not be Added to while someone Waits at zero).
+	pendMu  sync.Mutex
+	pendC   *sync.Cond
+	pending int
 }
 
 // New checks opts and builds the proxy.
@@ -173,21 +168,21 @@ func WithChannelSession(ctx context.Context, session string) context.Context {
 
 func channelSession(ctx context.Context) (string, bool) { return chansession.From(ctx) }
 
-// reqState travels from ServeHTTP to Rewrite and ModifyResponse.
+// reqState is one request's state, from ServeHTTP through forward to
+// the record.
 type reqState struct {
-	entry    decisionlog.Entry
-	rt       route
-	query    string
-	body     []byte
-	cred     credential.Credential
-	token    string // the presented token, to strip copies of it
-	scanner  *anthropic.UsageScanner
-	bytesOut atomic.Int64
-	cancel   context.CancelFunc
-	upErr    error
-	buf      *bytes.Buffer
-	cw       *countingWriter
-	tap      *tapBody
+	entry   decisionlog.Entry
+	rt      route
+	query   string
+	body    []byte
+	cred    credential.Credential
+	token   string // the presented token, to strip copies of it
+	scanner *anthropic.UsageScanner
+	cancel  context.CancelFunc
+	upErr   error
+	buf     *bytes.Buffer
+	cw      *countingWriter
+	tap     *tapBody
 	// relay routes
 	relay       *Relay
 	relayPath   string
@@ -339,17 +334,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st.cancel = cancel
 	st.entry.Decision = "forwarded"
-	st.cw = &countingWriter{ResponseWriter: w, n: &st.bytesOut}
+	st.cw = &countingWriter{ResponseWriter: w}
 	p.forward(ctx, st.cw, r, st)
 }
 
-// finish completes the entry and has it recorded after the response: by
-// the server's connection goroutine once the response is sent (Server; see
-// afterResponder), or else by the recorder goroutine. Either way the
-// response is not held up by summarizing the body or writing the logs.
+// finish completes the entry and has it recorded. Under paddock's Server
+// that happens on the connection's goroutine once the response is sent
+// (see afterResponder), so the response is not held up by summarizing the
+// body or writing the logs; under any other server, at once.
 func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
 	if st.cw != nil {
-		st.entry.BytesOut = st.bytesOut.Load()
+		st.entry.BytesOut = st.cw.n
 		if st.entry.Status == 0 {
 			st.entry.Status = st.cw.status
 		}
@@ -364,18 +359,12 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 	st.entry.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	p.pendMu.Lock()
 	p.pending++
+	p.pendMu.Unlock()
 	if ar, ok := w.(afterResponder); ok {
-		p.pendMu.Unlock()
 		ar.afterResponse(func() { p.recordNow(st) })
 		return
 	}
-	p.queue = append(p.queue, st)
-	spawn := !p.recording
-	p.recording = true
-	p.pendMu.Unlock()
-	if spawn {
-		go p.recorder()
-	}
+	p.recordNow(st)
 }
 
 // afterResponder is a ResponseWriter that runs f once its response has
@@ -394,31 +383,6 @@ func (p *Proxy) recordNow(st *reqState) {
 		p.pendC.Broadcast()
 	}
 	p.pendMu.Unlock()
-}
-
-// recorder records the queued requests until the queue is empty.
-func (p *Proxy) recorder() {
-	var batch []*reqState
-	for {
-		p.pendMu.Lock()
-		batch, p.queue = p.queue, batch[:0]
-		if len(batch) == 0 {
-			p.recording = false
-			p.pendMu.Unlock()
-			return
-		}
-		p.pendMu.Unlock()
-		for i, st := range batch {
-			p.record(st)
-			p.putBuf(st.buf)
-			batch[i] = nil
-		}
-		p.pendMu.Lock()
-		if p.pending -= len(batch); p.pending == 0 {
-			p.pendC.Broadcast()
-		}
-		p.pendMu.Unlock()
-	}
 }
 
 // Drain waits until every request finished so far has been recorded.
@@ -577,10 +541,11 @@ func (p *Proxy) putBuf(b *bytes.Buffer) {
 }
 
 // countingWriter counts response bytes and remembers the status for
-// responses that paddock itself writes. It forwards Flush and Unwrap.
+// responses that paddock itself writes. It is used on the handler's
+// goroutine only.
 type countingWriter struct {
 	http.ResponseWriter
-	n      *atomic.Int64
+	n      int64
 	status int
 }
 
@@ -596,7 +561,7 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 		c.status = http.StatusOK
 	}
 	n, err := c.ResponseWriter.Write(b)
-	c.n.Add(int64(n))
+	c.n += int64(n)
 	return n, err
 }
 
@@ -611,10 +576,6 @@ func (c *countingWriter) FlushError() error {
 	}
 	return nil
 }
-
-func (c *countingWriter) Flush() { _ = c.FlushError() }
-
-func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // tapBody feeds a usage scanner and enforces the idle timeout: a body
 // silent for idle cancels the upstream request, and idled says so.

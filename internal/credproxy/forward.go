@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -42,26 +41,27 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	st.entry.Status = resp.StatusCode
 	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
 	ct := resp.Header.Get("Content-Type")
+	sse := mediaTypeIs(ct, "text/event-stream")
 	switch {
-	case strings.HasPrefix(ct, "text/event-stream"):
+	case sse:
 		st.scanner = &anthropic.UsageScanner{}
-	case strings.HasPrefix(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
+	case mediaTypeIs(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
 	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
 	defer st.tap.Close() // disarms the idle watch, releases the upstream connection
 
 	h := w.Header()
-	named := connectionNamed(resp.Header)
+	named := connectionNominated(resp.Header)
 	for k, vs := range resp.Header {
-		if responseHop[k] || named != nil && named[strings.ToLower(k)] {
+		if responseHop[k] || nominated(named, k) {
 			continue
 		}
 		h[k] = vs
 	}
 	w.WriteHeader(resp.StatusCode)
 
-	flush := resp.ContentLength < 0 || isEventStream(ct)
+	flush := resp.ContentLength < 0 || sse
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -103,10 +103,10 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request, st *reqState) *
 	u.RawPath, u.RawQuery, u.Fragment = "", st.query, ""
 
 	h := make(http.Header, len(r.Header)+1)
-	named := connectionNamed(r.Header)
+	named := connectionNominated(r.Header)
 next:
 	for k, vs := range r.Header {
-		if isStripped(k) || named != nil && named[strings.ToLower(k)] {
+		if isStripped(k) || nominated(named, k) {
 			continue
 		}
 		if st.token != "" {
@@ -144,27 +144,22 @@ var responseHop = map[string]bool{
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-// connectionNamed returns the header names h's Connection header lists,
-// lower-cased, or nil.
-func connectionNamed(h http.Header) map[string]bool {
-	vs := h["Connection"]
-	if len(vs) == 0 {
-		return nil
-	}
-	named := map[string]bool{}
-	for _, v := range vs {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				named[strings.ToLower(f)] = true
-			}
+// nominated reports whether header k is among the names a Connection
+// header listed (case-insensitive).
+func nominated(names []string, k string) bool {
+	for _, n := range names {
+		if strings.EqualFold(n, k) {
+			return true
 		}
 	}
-	return named
+	return false
 }
 
-func isEventStream(ct string) bool {
-	mt, _, _ := mime.ParseMediaType(ct)
-	return mt == "text/event-stream"
+// mediaTypeIs reports whether a Content-Type is the media type want,
+// parameters aside, in any case.
+func mediaTypeIs(ct, want string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), want)
 }
 
 // upstreamError answers a request whose upstream exchange failed before an

@@ -56,7 +56,8 @@ func isStripped(k string) bool {
 		strings.HasSuffix(n, "-token") || strings.HasSuffix(n, "-secret") || strings.Contains(n, "cookie")
 }
 
-// connectionNominated returns the headers a request names in Connection.
+// connectionNominated returns the header names a message lists in its
+// Connection header.
 func connectionNominated(h http.Header) []string {
 	var out []string
 	for _, v := range h.Values("Connection") {

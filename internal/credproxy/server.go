@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/paddockhq/paddock/internal/anthropic"
 	"github.com/paddockhq/paddock/internal/logkey"
 )
@@ -373,15 +375,15 @@ func checkRequest(req *http.Request) (int, string) {
 	if req.ProtoAtLeast(1, 1) && req.Host == "" && req.Method != http.MethodConnect {
 		return http.StatusBadRequest, "the Host header is missing"
 	}
-	if !validHost(req.Host) {
+	if !httpguts.ValidHostHeader(req.Host) {
 		return http.StatusBadRequest, "the Host header is malformed"
 	}
 	for k, vs := range req.Header {
-		if !validFieldName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return http.StatusBadRequest, "a header name is malformed"
 		}
 		for _, v := range vs {
-			if !validFieldValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return http.StatusBadRequest, "a header value holds a control byte"
 			}
 		}
@@ -394,66 +396,17 @@ func checkRequest(req *http.Request) (int, string) {
 	return 0, ""
 }
 
-// validFieldName: a token (RFC 9110 5.1).
-func validFieldName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if !isTokenByte(k[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
-}
-
-// validFieldValue: no control byte but horizontal tab (RFC 9110 5.5).
-func validFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validHost: the bytes a host[:port] may hold (a reg-name, an IP literal);
-// no space, control byte, '/', '?', '#' or '@'.
-func validHost(h string) bool {
-	for i := 0; i < len(h); i++ {
-		b := h[i]
-		switch {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case strings.IndexByte("-._~!$&'()*+,;=:[]%", b) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // fail answers a request the server itself refuses, and the connection
 // then ends.
 func (sc *serverConn) fail(status int, why string) {
-	w := &response{sc: sc, h: http.Header{}, closeAfter: true, proto11: true}
+	w := &response{sc: sc, h: http.Header{}, closeAfter: true}
 	anthropic.WriteError(w, status, errType(status), why, "")
 	w.finish()
 }
 
 func errType(status int) string {
-	switch status {
-	case http.StatusRequestHeaderFieldsTooLarge:
+	if status == http.StatusRequestHeaderFieldsTooLarge {
 		return anthropic.RequestTooLarge
-	case http.StatusNotFound:
-		return anthropic.NotFound
 	}
 	return anthropic.InvalidRequest
 }
@@ -465,7 +418,7 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 	defer cancel()
 	req = req.WithContext(ctx)
 	req.RemoteAddr = sc.remote
-	w := &response{sc: sc, req: req, h: make(http.Header, 8), proto11: req.ProtoAtLeast(1, 1), head: req.Method == http.MethodHead}
+	w := &response{sc: sc, req: req, h: make(http.Header, 8), head: req.Method == http.MethodHead}
 	body := &serverBody{rc: req.Body, w: w, done: req.Body == nil || req.Body == http.NoBody}
 	w.body = body
 	body.expect = !body.done && len(req.Header["Expect"]) > 0
@@ -590,7 +543,6 @@ type response struct {
 	h           http.Header
 	status      int
 	wroteHeader bool
-	proto11     bool
 	head        bool  // a HEAD request: no body is sent
 	noBody      bool  // the status or method allows no body
 	chunked     bool  // the body goes chunked
@@ -658,10 +610,8 @@ func (w *response) writeHead(final bool) {
 	case final:
 		w.cl = 0
 		h["Content-Length"] = []string{"0"}
-	case w.proto11:
+	default: // an unknown length: chunked (every request is HTTP/1.1)
 		w.chunked = true
-	default:
-		w.closeAfter = true
 	}
 	if w.req != nil && w.req.Close || w.sc.s.closing.Load() {
 		w.closeAfter = true
@@ -679,7 +629,7 @@ func (w *response) writeHead(final bool) {
 	bw.WriteString(http.StatusText(w.status))
 	bw.WriteString("\r\n")
 	for k, vs := range h {
-		if !validFieldName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -701,7 +651,7 @@ func (w *response) writeHead(final bool) {
 // writeFieldValue writes v with any control byte (CR, LF, NUL, …) as a
 // space, so a value can never end the header early.
 func writeFieldValue(bw *bufio.Writer, v string) {
-	if validFieldValue(v) {
+	if httpguts.ValidHeaderFieldValue(v) {
 		bw.WriteString(v)
 		return
 	}
@@ -764,9 +714,9 @@ func (w *response) FlushError() error {
 // Flush implements http.Flusher.
 func (w *response) Flush() { _ = w.FlushError() }
 
-// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
-func (w *response) SetReadDeadline(t time.Time) error  { return w.sc.c.SetReadDeadline(t) }
-func (w *response) SetWriteDeadline(t time.Time) error { return w.sc.c.SetWriteDeadline(t) }
+// SetReadDeadline serves http.ResponseController (the proxy's body
+// timeout).
+func (w *response) SetReadDeadline(t time.Time) error { return w.sc.c.SetReadDeadline(t) }
 
 // finish ends the response after the handler returned.
 func (w *response) finish() {
