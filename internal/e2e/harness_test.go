@@ -6,6 +6,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,6 +74,16 @@ func newEnv(t testing.TB, extra ...string) *env {
 	}
 	e.start()
 	t.Cleanup(func() {
+		// Every session, also one a failed test left running: a box
+		// outlives its Runner, and prune leaves the sessions' own.
+		var ss []struct {
+			ID string `json:"id"`
+		}
+		if out, _, code := e.pdRun("ls", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil {
+			for _, s := range ss {
+				e.pdRun("rm", s.ID)
+			}
+		}
 		e.pd("prune", "--volumes")
 		e.stop(syscall.SIGTERM)
 		if t.Failed() {
