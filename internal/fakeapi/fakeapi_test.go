@@ -167,6 +167,10 @@ func TestFaults(t *testing.T) {
 	}
 	resp.Body.Close()
 	<-stalled
+	// The stalled handler records its request when it sees the client
+	// go, which the server notices on its own time: wait for it, so the
+	// record's order is the requests' order.
+	s.WaitFor(6, 5*time.Second)
 
 	// Healthy again; the record says which requests were faulted.
 	resp = post(t, srv.URL+"/v1/messages", "good", body)
