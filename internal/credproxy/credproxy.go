@@ -352,6 +352,8 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 		case st.entry.Reason != "":
 		case st.tap != nil && st.tap.idled.Load():
 			st.entry.Reason = "the upstream sent nothing for " + p.opts.StreamIdleTimeout.String() + "; response cut"
+		case st.tap != nil && st.tap.stalled.Load():
+			st.entry.Reason = "the client read nothing for " + p.opts.StreamIdleTimeout.String() + "; connection closed"
 		case r.Context().Err() != nil:
 			st.entry.Reason = "client went away"
 		}
@@ -577,21 +579,47 @@ func (c *countingWriter) FlushError() error {
 	return nil
 }
 
-// tapBody feeds a usage scanner and enforces the idle timeout: a body
-// silent for idle cancels the upstream request, and idled says so.
+// tapBody feeds a usage scanner and enforces the idle timeout: a body not
+// read for idle cancels the upstream request. Either the upstream sent
+// nothing (idled says so), or the client stopped reading and the copy is
+// stuck writing to it (stalled says so): then endClient also ends the
+// client's connection, which would otherwise hold the stuck write, its
+// goroutine and buffers for as long as the client likes.
 type tapBody struct {
-	rc      io.ReadCloser
-	scanner *anthropic.UsageScanner
-	wd      *watchdog
-	w       *watch
-	idle    time.Duration
-	idled   atomic.Bool
+	rc        io.ReadCloser
+	scanner   *anthropic.UsageScanner
+	wd        *watchdog
+	w         *watch
+	idle      time.Duration
+	idled     atomic.Bool
+	stalled   atomic.Bool
+	writing   atomic.Bool // the copy is writing to the client
+	endClient func()
 }
 
-func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc) *tapBody {
-	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle}
-	t.w = wd.arm(idle, func() { t.idled.Store(true); cancel() })
+func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, endClient func()) *tapBody {
+	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle, endClient: endClient}
+	t.w = wd.arm(idle, func() {
+		if t.writing.Load() {
+			t.stalled.Store(true)
+			t.endClient()
+		} else {
+			t.idled.Store(true)
+		}
+		cancel()
+	})
 	return t
+}
+
+// endClientFunc returns what ends the connection of w's client at once:
+// paddock's Server closes it (sockets and channel streams alike); another
+// server's gets a write deadline in the past, which fails the stuck write.
+func endClientFunc(w http.ResponseWriter) func() {
+	if e, ok := w.(interface{ endConnection() }); ok {
+		return e.endConnection
+	}
+	rc := http.NewResponseController(w)
+	return func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }
 }
 
 func (t *tapBody) Read(b []byte) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -725,6 +727,53 @@ func TestStreamIdleTimeout(t *testing.T) {
 	es := waitEntries(t, h, 1)
 	if r := es[0].Reason; !strings.Contains(r, "sent nothing for 200ms") {
 		t.Fatalf("reason %q", r)
+	}
+}
+
+// TestStalledClientConnectionEnds: a client that stops reading a stream
+// (the box's Claude Code frozen, or a hostile process in the box holding
+// connections) has its connection closed after the stream-idle timeout,
+// the upstream request is cancelled, and the decision log says why. Before,
+// the proxy's write blocked for as long as the client liked.
+func TestStalledClientConnectionEnds(t *testing.T) {
+	upDone := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(upDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := []byte("event: content_block_delta\ndata: {\"pad\":\"" + strings.Repeat("x", 16<<10) + "\"}\n\n")
+		for r.Context().Err() == nil {
+			if _, err := w.Write(ev); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.StreamIdleTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, v := h.cred()
+	io.WriteString(c, "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\n"+k+": "+v+
+		"\r\nAnthropic-Version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(smallBody))+"\r\n\r\n"+smallBody)
+	// Read nothing until the proxy has given up.
+	select {
+	case <-upDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request was not cancelled")
+	}
+	es := waitEntries(t, h, 1)
+	if r := es[0].Reason; !strings.Contains(r, "the client read nothing for 300ms") {
+		t.Fatalf("reason %q", r)
+	}
+	// The connection is closed: draining what was buffered ends in EOF or
+	// a reset, never in a wait.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the stalled client's connection stayed open")
 	}
 }
 

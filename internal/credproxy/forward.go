@@ -28,6 +28,8 @@ import (
 //   - An event stream, or a body of unknown length, is flushed after every
 //     read from the upstream; a body of known length goes in as few writes
 //     as the server makes.
+//   - A client that reads nothing of the answer for the stream-idle
+//     timeout has its connection closed (see tapBody).
 //   - A body that breaks off (the upstream failed, the idle timeout, the
 //     client went) ends the handler with panic(http.ErrAbortHandler), so
 //     the server closes the connection with the response unfinished: the
@@ -48,7 +50,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	case mediaTypeIs(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
-	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel)
+	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel, endClientFunc(w.ResponseWriter))
 	defer st.tap.Close() // disarms the idle watch, releases the upstream connection
 
 	h := w.Header()
@@ -68,13 +70,14 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	for {
 		n, rerr := st.tap.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				panic(http.ErrAbortHandler) // the client went
+			st.tap.writing.Store(true)
+			_, werr := w.Write(buf[:n])
+			if werr == nil && flush {
+				werr = w.FlushError()
 			}
-			if flush {
-				if werr := w.FlushError(); werr != nil {
-					panic(http.ErrAbortHandler)
-				}
+			st.tap.writing.Store(false)
+			if werr != nil {
+				panic(http.ErrAbortHandler) // the client went, or stopped reading
 			}
 		}
 		if rerr == io.EOF {

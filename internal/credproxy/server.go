@@ -53,7 +53,9 @@ import (
 //   - Expect: 100-continue is answered when the handler first reads the
 //     body. A body the handler did not read to its end closes the
 //     connection after the response (nothing of it is taken for a next
-//     request).
+//     request). So does a request framed by a transfer coding: one that
+//     also carried a Content-Length must end its connection (RFC 9112
+//     6.3), and http.ReadRequest drops that length unseen.
 //   - The response is framed by its Content-Length, or chunked. Hop-by-hop
 //     headers a handler sets are dropped; response trailers are not sent.
 //     A handler that panics (forward aborting a broken stream) gets its
@@ -69,6 +71,9 @@ type Server struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request; 0 means 2 minutes.
 	IdleTimeout time.Duration
+	// WriteTimeout bounds writing what is left of a response once its
+	// handler returned (at most a buffer's worth); 0 means 1 minute.
+	WriteTimeout time.Duration
 	// MaxHeaderBytes caps a request head; 0 means 64 KiB.
 	MaxHeaderBytes int
 	// ConnContext, if set, gives the context of a connection's requests.
@@ -100,10 +105,13 @@ func (s *Server) init() {
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = 2 * time.Minute
 		}
+		if s.WriteTimeout <= 0 {
+			s.WriteTimeout = time.Minute
+		}
 		if s.MaxHeaderBytes <= 0 {
 			s.MaxHeaderBytes = 64 << 10
 		}
-		s.wd = newWatchdog(min(s.ReadHeaderTimeout, s.IdleTimeout))
+		s.wd = newWatchdog(min(s.ReadHeaderTimeout, s.IdleTimeout, s.WriteTimeout))
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*serverConn]struct{}{}
 	})
@@ -446,7 +454,13 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 		w.runAfter()
 		return false
 	}
+	// The rest of the response goes out with a deadline: a client that
+	// stopped reading must not hold the connection's goroutine forever.
+	// (While the handler writes, the proxy bounds a stuck write itself:
+	// see tapBody.)
+	sc.watch.extend(sc.s.WriteTimeout)
 	w.finish()
+	sc.watch.extend(never)
 	w.runAfter()
 	keep = w.err == nil && !req.Close && !w.closeAfter && !gone && !sc.s.closing.Load()
 	if keep && !body.done {
@@ -613,7 +627,11 @@ func (w *response) writeHead(final bool) {
 	default: // an unknown length: chunked (every request is HTTP/1.1)
 		w.chunked = true
 	}
-	if w.req != nil && w.req.Close || w.sc.s.closing.Load() {
+	if w.req != nil && (w.req.Close || len(w.req.TransferEncoding) > 0) || w.sc.s.closing.Load() {
+		// A request framed by a transfer coding ends its connection: Go's
+		// parser drops a Content-Length sent beside it, so this is the only
+		// way to honour RFC 9112 6.3 (a server MUST close after a request
+		// with both). Claude Code sends a length.
 		w.closeAfter = true
 	}
 	if b := w.body; b != nil && !b.done && (b.expect || w.req.ContentLength < 0 || w.req.ContentLength-b.n > maxDiscardBytes) {
@@ -717,6 +735,11 @@ func (w *response) Flush() { _ = w.FlushError() }
 // SetReadDeadline serves http.ResponseController (the proxy's body
 // timeout).
 func (w *response) SetReadDeadline(t time.Time) error { return w.sc.c.SetReadDeadline(t) }
+
+// endConnection ends the response's connection at once, from any
+// goroutine: a handler stuck writing to a client that stopped reading gets
+// an error, and the request is cancelled.
+func (w *response) endConnection() { w.sc.abort() }
 
 // finish ends the response after the handler returned.
 func (w *response) finish() {

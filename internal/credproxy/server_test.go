@@ -193,6 +193,55 @@ func TestServerUnreadBody(t *testing.T) {
 	}
 }
 
+// TestServerChunkedRequestEndsConnection: a request framed by chunks, with
+// or without a Content-Length beside it (RFC 9112 6.3: the server MUST
+// close after both), is answered and its connection ends; nothing sent
+// behind it is taken for a request. A request with a length keeps its
+// connection.
+func TestServerChunkedRequestEndsConnection(t *testing.T) {
+	var bodies []string
+	var mu sync.Mutex
+	ts := startTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, r.URL.Path+":"+string(b))
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}), time.Second)
+	defer ts.Close()
+	for _, head := range []string{
+		"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST /te HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 30\r\n\r\n",
+	} {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		c, br := rawConn(t, ts)
+		io.WriteString(c, head+"3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, body := readResp(t, br, "POST")
+		if resp.StatusCode != 200 || body != "ok" || !resp.Close {
+			t.Fatalf("%q: %d %q close=%v", head, resp.StatusCode, body, resp.Close)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Fatalf("%q: the connection went on (%d, %v)", head, n, err)
+		}
+		mu.Lock()
+		if len(bodies) != 1 || bodies[0] != "/te:abc" {
+			t.Fatalf("%q: handler saw %q", head, bodies)
+		}
+		mu.Unlock()
+	}
+	c, br := rawConn(t, ts)
+	io.WriteString(c, "POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := readResp(t, br, "POST"); resp.Close {
+		t.Fatal("a request with a length closed its connection")
+	}
+	if resp, body := readResp(t, br, "GET"); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("next: %d %q", resp.StatusCode, body)
+	}
+}
+
 // hiddenConn hides a socket's type, so the server cannot register it for
 // hang-up reports and must watch it with background reads.
 type hiddenConn struct{ net.Conn }
@@ -499,5 +548,60 @@ func TestServerTimeoutsEndChannelStreams(t *testing.T) {
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("a channel-stream connection outlived Close: %v", err)
+	}
+}
+
+// pipeListener hands the server one end of in-memory pipes, whose writes
+// block until the other end reads.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "unix"} }
+
+// TestServerWriteTimeout: once the handler returned, the rest of its
+// response goes out within WriteTimeout or the connection ends: a client
+// that reads nothing cannot hold the connection's goroutine.
+func TestServerWriteTimeout(t *testing.T) {
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "an answer nobody reads") // buffered until the handler returns
+	}), time.Second)
+	srv.WriteTimeout = 200 * time.Millisecond
+	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	go srv.Serve(l)
+	defer srv.Close()
+	client, server := net.Pipe()
+	defer client.Close()
+	l.conns <- server
+	if _, err := io.WriteString(client, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.mu.Lock()
+		n := len(srv.conns)
+		srv.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a client that reads nothing held its connection past the write timeout")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := client.Read(make([]byte, 64)); err == nil {
+		t.Fatalf("the response still went out after the timeout (%d bytes)", n)
 	}
 }
