@@ -160,3 +160,21 @@ func (c *memConn) RemoteAddr() net.Addr               { return &net.TCPAddr{} }
 func (c *memConn) SetDeadline(t time.Time) error      { return nil }
 func (c *memConn) SetReadDeadline(t time.Time) error  { return nil }
 func (c *memConn) SetWriteDeadline(t time.Time) error { return nil }
+
+// FuzzIsStripped holds isStripped, which normalises a name in a stack
+// buffer, to the plain spelling of the same rules on normName's string.
+func FuzzIsStripped(f *testing.F) {
+	for _, k := range []string{"Authorization", "X_Api_Key", "X-Forwarded-For", "Proxy-Foo", "Content-Type",
+		"Anthropic-Version", "X-Session-Token", "x-my-secret", "Set-Cookie", "X-Stainless-Os", "X-Api-\u212aey", strings.Repeat("A", 70) + "_Token"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		n := normName(k)
+		want := strippedExact[n] || strings.HasPrefix(n, "x-forwarded-") || strings.HasPrefix(n, "proxy-") ||
+			strings.Contains(n, "auth") || strings.Contains(n, "api-key") || strings.Contains(n, "apikey") ||
+			strings.HasSuffix(n, "-token") || strings.HasSuffix(n, "-secret") || strings.Contains(n, "cookie")
+		if got := isStripped(k); got != want {
+			t.Fatalf("isStripped(%q) = %v, want %v", k, got, want)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 )
@@ -43,17 +44,40 @@ var strippedExact = map[string]bool{
 
 // isStripped reports whether a request header never reaches the upstream.
 // Besides the exact list: every X-Forwarded-*, and any name that looks like
-// it carries a credential (…-token, …-secret, …auth…, …api-key…).
+// it carries a credential (…-token, …-secret, …auth…, …api-key…). It runs
+// for every header of every request, so it normalises into a stack buffer
+// instead of allocating; FuzzIsStripped holds it to the plain spelling.
 func isStripped(k string) bool {
-	n := normName(k)
-	if strippedExact[n] {
+	var buf [64]byte
+	if len(k) > len(buf) {
+		return strippedName([]byte(normName(k)))
+	}
+	n := buf[:len(k)]
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= 0x80: // not a token byte (the server refuses it); as normName would
+			return strippedName([]byte(normName(k)))
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '_':
+			c = '-'
+		}
+		n[i] = c
+	}
+	return strippedName(n)
+}
+
+// strippedName is isStripped for a name already normalised by normName.
+func strippedName(n []byte) bool {
+	if strippedExact[string(n)] {
 		return true
 	}
-	if strings.HasPrefix(n, "x-forwarded-") || strings.HasPrefix(n, "proxy-") {
+	if bytes.HasPrefix(n, []byte("x-forwarded-")) || bytes.HasPrefix(n, []byte("proxy-")) {
 		return true
 	}
-	return strings.Contains(n, "auth") || strings.Contains(n, "api-key") || strings.Contains(n, "apikey") ||
-		strings.HasSuffix(n, "-token") || strings.HasSuffix(n, "-secret") || strings.Contains(n, "cookie")
+	return bytes.Contains(n, []byte("auth")) || bytes.Contains(n, []byte("api-key")) || bytes.Contains(n, []byte("apikey")) ||
+		bytes.HasSuffix(n, []byte("-token")) || bytes.HasSuffix(n, []byte("-secret")) || bytes.Contains(n, []byte("cookie"))
 }
 
 // connectionNominated returns the header names a message lists in its
