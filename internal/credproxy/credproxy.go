@@ -330,9 +330,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.body = body.Bytes()
 	st.entry.BytesIn = int64(body.Len())
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	st.cancel = cancel
+	// The tap's timeouts end the upstream exchange by closing paddock's
+	// own Transport's connection (upstreamBody.abort); another transport
+	// (tests) gets a context of its own to cancel.
+	ctx := r.Context()
+	st.cancel = func() {}
+	if _, ours := p.tr.(*Transport); !ours {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		st.cancel = cancel
+	}
 	st.entry.Decision = "forwarded"
 	st.cw = &countingWriter{ResponseWriter: w}
 	p.forward(ctx, st.cw, r, st)
@@ -606,10 +614,16 @@ func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle
 		} else {
 			t.idled.Store(true)
 		}
+		if a, ok := rc.(interface{ abort() }); ok {
+			a.abort()
+		}
 		cancel()
 	})
 	return t
 }
+
+// cut reports whether the idle timeout ended the exchange.
+func (t *tapBody) cut() bool { return t.idled.Load() || t.stalled.Load() }
 
 // endClientFunc returns what ends the connection of w's client at once:
 // paddock's Server closes it (sockets and channel streams alike); another

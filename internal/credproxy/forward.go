@@ -84,7 +84,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 			return
 		}
 		if rerr != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !st.tap.cut() {
 				st.upErr = rerr
 				st.entry.Reason = "the upstream's answer broke off"
 			}

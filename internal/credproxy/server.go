@@ -422,7 +422,7 @@ func errType(status int) string {
 // serveRequest runs the handler for req and reports whether the
 // connection may carry another request.
 func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(sc.ctx)
+	ctx, cancel := newRequestContext(sc.ctx)
 	defer cancel()
 	req = req.WithContext(ctx)
 	req.RemoteAddr = sc.remote

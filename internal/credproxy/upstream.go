@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -143,11 +144,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ctxErr(ctx, err)
 	}
 	// From here a cancel closes the connection (the socket under any TLS:
-	// closing a tls.Conn may block sending its alert); stop says whether
-	// it had.
-	stop := context.AfterFunc(ctx, func() { uc.raw.Close() })
+	// closing a tls.Conn may block sending its alert).
+	cw := watchCancel(ctx, uc.raw)
 	fail := func(err error) (*http.Response, error) {
-		stop()
+		cw.stop()
 		uc.raw.Close()
 		return nil, ctxErr(ctx, err)
 	}
@@ -200,9 +200,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return fail(errors.New("credproxy: upstream switched protocols"))
 	}
-	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, stop: stop, ctx: ctx,
+	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx,
 		reuse: !resp.Close && !req.Close}
 	return resp, nil
+}
+
+// cancelWatch closes a connection when a request's context is cancelled:
+// through paddock's Server's request context without allocating, or with
+// context.AfterFunc.
+type cancelWatch struct {
+	cw        closeWatcher
+	afterStop func() bool
+}
+
+func watchCancel(ctx context.Context, c io.Closer) cancelWatch {
+	if cw, ok := ctx.(closeWatcher); ok {
+		cw.watchClose(c)
+		return cancelWatch{cw: cw}
+	}
+	return cancelWatch{afterStop: context.AfterFunc(ctx, func() { c.Close() })}
+}
+
+// stop ends the watch and reports whether it did so before a cancel.
+func (w cancelWatch) stop() bool {
+	if w.cw != nil {
+		return w.cw.unwatchClose()
+	}
+	return w.afterStop()
 }
 
 // maxInterim caps the 1xx responses before a final one.
@@ -235,10 +259,11 @@ type upstreamBody struct {
 	rc    io.ReadCloser
 	t     *Transport
 	uc    *upstreamConn
-	stop  func() bool
+	cw    cancelWatch
 	ctx   context.Context
 	reuse bool
 	done  bool
+	state atomic.Int32
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -264,6 +289,22 @@ func (b *upstreamBody) Close() error {
 	return nil
 }
 
+// abort ends the exchange from any goroutine, as a cancel would: the
+// connection is closed, and a Read in progress or to come fails. After
+// the body finished it does nothing: the connection may be in the pool.
+func (b *upstreamBody) abort() {
+	if b.state.CompareAndSwap(bodyActive, bodyAborted) {
+		b.uc.raw.Close()
+	}
+}
+
+// upstreamBody.state orders finish against abort.
+const (
+	bodyActive int32 = iota
+	bodyFinished
+	bodyAborted
+)
+
 // finish releases the connection: to the pool after a clean end, closed
 // otherwise.
 func (b *upstreamBody) finish(atEOF bool) {
@@ -271,7 +312,8 @@ func (b *upstreamBody) finish(atEOF bool) {
 		return
 	}
 	b.done = true
-	if b.stop() && atEOF && b.reuse {
+	finished := b.state.CompareAndSwap(bodyActive, bodyFinished)
+	if b.cw.stop() && finished && atEOF && b.reuse {
 		b.t.put(b.uc)
 		return
 	}
