@@ -95,7 +95,9 @@ type upstreamConn struct {
 	br      *bufio.Reader
 	bw      *bufio.Writer
 	idleAt  time.Time
-	tcpConn syscall.Conn // for the liveness check; nil if unavailable
+	rawConn syscall.RawConn // for the liveness check; nil if unavailable
+	peek    func(fd uintptr) bool
+	quiet   bool // what peek found: nothing to read, no close
 }
 
 // headLimitReader fails reads beyond limit while limit >= 0, with err
@@ -408,7 +410,19 @@ func (t *Transport) dial(ctx context.Context, key string, u *url.URL) (*upstream
 		}
 		c = tc
 	}
-	uc := &upstreamConn{key: key, conn: c, raw: plain, tcpConn: raw}
+	uc := &upstreamConn{key: key, conn: c, raw: plain}
+	if raw != nil {
+		if rc, err := raw.SyscallConn(); err == nil {
+			// Made once per connection: the check runs before every reuse.
+			uc.rawConn = rc
+			uc.peek = func(fd uintptr) bool {
+				var buf [1]byte
+				_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+				uc.quiet = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
+				return true // done, whatever the answer
+			}
+		}
+	}
 	uc.lr = &headLimitReader{r: c, limit: -1}
 	uc.br = bufio.NewReaderSize(uc.lr, 32<<10)
 	uc.bw = bufio.NewWriterSize(c, 32<<10)
@@ -466,19 +480,10 @@ func (uc *upstreamConn) alive() bool {
 			return false
 		}
 	}
-	if uc.tcpConn == nil {
+	if uc.rawConn == nil {
 		return true
 	}
-	rc, err := uc.tcpConn.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok := false
-	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		ok = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true // done, whatever the answer
-	})
-	return err == nil && ok
+	uc.quiet = false
+	err := uc.rawConn.Read(uc.peek)
+	return err == nil && uc.quiet
 }
