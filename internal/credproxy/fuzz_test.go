@@ -178,3 +178,21 @@ func FuzzIsStripped(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckQuery holds checkQuery's fast path for one plain key=value to
+// the general path's decision and re-encoding, on every route.
+func FuzzCheckQuery(f *testing.F) {
+	for _, q := range []string{"beta=true", "beta=false", "beta=", "=true", "beta=true&beta=true", "limit=20",
+		"after_id=x~y.z-1", "be%74a=true", "beta=tru%65", "beta=true;x=1", "a=b=c", "limit=1000", ""} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, rt := range routes {
+			q1, why1 := checkQuery(rt, q)
+			q2, why2 := checkQueryValues(rt, q)
+			if q1 != q2 || why1 != why2 {
+				t.Fatalf("%s ?%s: fast (%q, %q), general (%q, %q)", rt.path, q, q1, why1, q2, why2)
+			}
+		}
+	})
+}

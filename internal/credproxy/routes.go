@@ -1,9 +1,11 @@
 package credproxy
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -84,11 +86,24 @@ func parseQuery(raw string) (url.Values, string) {
 // checkQuery applies the query policy; it returns the query to forward and,
 // when refused, a reason safe to show.
 func checkQuery(rt route, raw string) (string, string) {
+	if k, v, ok := plainPair(raw); ok {
+		// One plain key=value (Claude Code's "beta=true"): what the general
+		// path would decide and re-encode, without a map.
+		if check, allowed := rt.query[k]; allowed && check(v) {
+			return raw, ""
+		}
+	}
+	return checkQueryValues(rt, raw)
+}
+
+// checkQueryValues is checkQuery's general path.
+func checkQueryValues(rt route, raw string) (string, string) {
 	vals, why := parseQuery(raw)
 	if why != "" || vals == nil {
 		return "", why
 	}
-	for k, vs := range vals {
+	for _, k := range slices.Sorted(maps.Keys(vals)) { // the same refusal every time
+		vs := vals[k]
 		check, ok := rt.query[k]
 		if !ok {
 			return "", "query parameter " + strconv.Quote(truncate(k, 40)) + " is not allowed on " + rt.path
@@ -101,6 +116,23 @@ func checkQuery(rt route, raw string) (string, string) {
 		}
 	}
 	return vals.Encode(), ""
+}
+
+// plainPair splits a query that is exactly one key=value of unreserved
+// bytes (letters, digits, '-', '.', '_', '~'), which decoding and
+// url.Values.Encode both leave as they are.
+func plainPair(raw string) (k, v string, ok bool) {
+	k, v, ok = strings.Cut(raw, "=")
+	if !ok || k == "" {
+		return "", "", false
+	}
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' || c == '=' && i == len(k)) {
+			return "", "", false
+		}
+	}
+	return k, v, true
 }
 
 func truncate(s string, n int) string {
