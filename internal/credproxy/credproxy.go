@@ -183,6 +183,10 @@ type reqState struct {
 	buf     *bytes.Buffer
 	cw      *countingWriter
 	tap     *tapBody
+	// the upstream request, kept here to save allocations
+	out     http.Request
+	url     url.URL
+	outBody bytesBody
 	// relay routes
 	relay       *Relay
 	relayPath   string

@@ -1,13 +1,11 @@
 package credproxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
@@ -95,12 +93,12 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 
 // outRequest builds the upstream request (see forward).
 func (p *Proxy) outRequest(ctx context.Context, r *http.Request, st *reqState) *http.Request {
-	var u url.URL
+	u := &st.url
 	if st.relay != nil {
-		u = *st.relay.Upstream
+		*u = *st.relay.Upstream
 		u.Path = st.relay.Upstream.Path + "/" + st.relayPath
 	} else {
-		u = *p.opts.Upstream
+		*u = *p.opts.Upstream
 		u.Path = p.opts.Upstream.Path + st.rt.path
 	}
 	u.RawPath, u.RawQuery, u.Fragment = "", st.query, ""
@@ -130,12 +128,12 @@ next:
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""} // Request.Write then sends none
 	}
-	out := &http.Request{Method: r.Method, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: http.NoBody}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		b := st.body
-		out.Body = io.NopCloser(bytes.NewReader(b))
-		out.ContentLength = int64(len(b))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	out := &st.out
+	*out = http.Request{Method: r.Method, URL: &st.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: http.NoBody}
+	if len(st.body) > 0 {
+		st.outBody = bytesBody{b: st.body}
+		out.Body = &st.outBody
+		out.ContentLength = int64(len(st.body))
 	}
 	return out.WithContext(ctx)
 }

@@ -170,7 +170,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return err
 	}
-	if err := req.Write(uc.bw); err != nil {
+	if err := writeRequest(uc.bw, req); err != nil {
 		return fail(timedOut(err))
 	}
 	if err := uc.bw.Flush(); err != nil {
