@@ -464,6 +464,18 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 		p.putBuf(buf)
 		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 	}
+	if r.ContentLength >= 0 {
+		if bb, ok := w.(interface{ bodyBuffered() bool }); ok && bb.bodyBuffered() {
+			// All of it came with the head (the usual small request): no
+			// read can block, and its length is within the limit.
+			buf.Grow(int(r.ContentLength))
+			if _, err := buf.ReadFrom(r.Body); err != nil {
+				p.putBuf(buf)
+				return nil, http.StatusBadRequest, "the request body could not be read completely"
+			}
+			return buf, 0, ""
+		}
+	}
 	// A body slower than ReadTimeout is cut by a deadline in the past on
 	// the connection, set by the watchdog (no per-request socket deadline).
 	rc := http.NewResponseController(w)

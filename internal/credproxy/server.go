@@ -569,6 +569,17 @@ type response struct {
 
 func (w *response) afterResponse(f func()) { w.after = append(w.after, f) }
 
+// bodyBuffered reports whether the rest of the request's body, of a
+// declared length, is already in the connection's buffer, so that reading
+// it cannot block (and no 100 Continue is owed).
+func (w *response) bodyBuffered() bool {
+	b := w.body
+	if b == nil || b.done {
+		return true
+	}
+	return !b.expect && w.req.ContentLength >= 0 && w.req.ContentLength-b.n <= int64(w.sc.br.Buffered())
+}
+
 // runAfter runs the afterResponse functions, once.
 func (w *response) runAfter() {
 	for i, f := range w.after {

@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,13 @@ func (w *watchdog) add(wt *watch) {
 }
 
 // extend moves the deadline to d from now.
-func (wt *watch) extend(d time.Duration) { wt.deadline.Store(time.Now().Add(d).UnixNano()) }
+func (wt *watch) extend(d time.Duration) {
+	if d == never {
+		wt.deadline.Store(math.MaxInt64) // no clock read for "no deadline"
+		return
+	}
+	wt.deadline.Store(time.Now().Add(d).UnixNano())
+}
 
 // disarm stops watching and reports whether the deadline fired. Once it
 // returns, fire has either run to its end or will never run.
