@@ -27,6 +27,11 @@ type IO struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Env            []string
+	// Reexec, if set, runs first in serve: the command replaces its
+	// process to start the Runner with its runtime settings
+	// (runtimepolicy.Reexec). Tests, which run Main in their own
+	// process, leave it nil.
+	Reexec func() error
 }
 
 func (o IO) getenv(k string) string {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/paddockhq/paddock/internal/config"
-	"github.com/paddockhq/paddock/internal/gcpolicy"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/runtimepolicy"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
 )
@@ -35,6 +35,12 @@ Credential: "paddock credential set", or CLAUDE_CODE_OAUTH_TOKEN / ANTHROPIC_API
 ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Reexec != nil {
+				// Before anything else: on success this starts over.
+				if err := o.Reexec(); err != nil {
+					fmt.Fprintf(o.Stderr, "paddock: %v; going on with the runtime's defaults\n", err)
+				}
+			}
 			dir, err := g.resolveStateDir(o)
 			if err != nil {
 				return err
@@ -72,7 +78,7 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			level, _ := config.ParseLevel(cfg.Log.Level)
 			log := newLogger(o.Stderr, cfg.Log.Format, level)
 			// The process's own environment, which the runtime read.
-			gcpolicy.Apply(os.Getenv)
+			runtimepolicy.Apply(os.Getenv)
 			r, err := runner.New(runner.Options{StateDir: dir, Config: cfg, Env: o.Env, Log: log})
 			if err != nil {
 				return err

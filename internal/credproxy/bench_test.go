@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -21,8 +22,8 @@ import (
 
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
-	"github.com/paddockhq/paddock/internal/gcpolicy"
 	"github.com/paddockhq/paddock/internal/perf"
+	"github.com/paddockhq/paddock/internal/runtimepolicy"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
@@ -105,7 +106,7 @@ func runProxyChild(upstream string) error {
 	if err != nil {
 		return err
 	}
-	gcpolicy.Apply(os.Getenv) // as the Runner does
+	runtimepolicy.Apply(os.Getenv) // as the Runner does
 	reg, _ := sessiontoken.New(store.NewMemory())
 	tok, _ := reg.Issue("bench", credential.KindOAuth)
 	dir, err := os.MkdirTemp("", "paddock-bench-")
@@ -142,19 +143,14 @@ func runProxyChild(upstream string) error {
 	return dl.Close()
 }
 
-// startProxyProcess runs runProxyChild in a child process and returns its
-// base URL and the headers that carry its session token.
-func startProxyProcess(tb testing.TB, upstream string, hdr http.Header) (string, http.Header) {
-	tb.Helper()
-	base, h, _ := startProxyProcessPID(tb, upstream, hdr)
-	return base, h
-}
-
-// startProxyProcessPID is startProxyProcess that also returns the child's pid.
+// startProxyProcessPID runs runProxyChild in a child process and returns its
+// base URL, the headers that carry its session token, and its pid.
 func startProxyProcessPID(tb testing.TB, upstream string, hdr http.Header) (string, http.Header, int) {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), benchChildEnv+"="+upstream)
+	// The Runner's runtime settings: GODEBUG as runtimepolicy.Reexec sets
+	// it (GOGC and the memory limit are applied in runProxyChild).
+	cmd.Env, _ = runtimepolicy.Env(append(os.Environ(), benchChildEnv+"="+upstream))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -273,11 +269,13 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	type target struct {
 		name, base string
 		hdr        http.Header
+		pid        int // the proxy's own process (nginx: its master), or 0
 	}
-	pbase, phdr := startProxyProcess(b, env.direct, env.auth)
-	targets := []target{{"direct", env.direct, env.auth}, {"paddock", pbase, phdr}, {"paddock in-process", env.proxy, env.auth}}
+	pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
+	targets := []target{{"direct", env.direct, env.auth, 0}, {"paddock", pbase, phdr, ppid}, {"paddock in-process", env.proxy, env.auth, 0}}
 	if _, err := os.Stat("/usr/sbin/nginx"); err == nil || os.Getenv(testenv.RequireEnv) != "" {
-		targets = append(targets, target{"nginx", startNginx(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench"), env.auth})
+		nbase, npid := startNginxPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
+		targets = append(targets, target{"nginx", nbase, env.auth, npid})
 	} else {
 		b.Log("nginx is not installed; its columns stay empty (make deps installs it)")
 	}
@@ -289,6 +287,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		samples map[string][]time.Duration
 		reqs    map[string]int
 		elapsed map[string]time.Duration
+		cpu     map[string]time.Duration // the proxy process's, over the small requests
 	}
 	var rows []*row
 	for _, c := range []int{1, 32, 64} {
@@ -298,7 +297,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		rows = append(rows, &row{name: fmt.Sprintf("SSE event, %d streams", c), c: c, sse: true})
 	}
 	for _, rw := range rows {
-		rw.samples, rw.reqs, rw.elapsed = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}
+		rw.samples, rw.reqs, rw.elapsed, rw.cpu = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}
 	}
 	for _, tg := range targets { // warm connections and pools
 		latencies(b, cl, tg.base, tg.hdr, 64, 400)
@@ -313,9 +312,11 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 					if rw.sse {
 						d = eventDelays(b, cl, tg.base, tg.hdr, rw.c)
 					} else {
+						cpu0 := treeCPU(tg.pid)
 						d = latencies(b, cl, tg.base, tg.hdr, rw.c, max(400, 50*rw.c))
 						rw.reqs[tg.name] += len(d)
 						rw.elapsed[tg.name] += time.Since(t0)
+						rw.cpu[tg.name] += treeCPU(tg.pid) - cpu0
 					}
 					rw.samples[tg.name] = append(rw.samples[tg.name], d...)
 				}
@@ -358,7 +359,60 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			rps.Add(cells...)
 		}
 	}
-	for _, t := range append(tables, rps) {
+	cpu := &perf.Table{Title: "Proxy CPU per small request, µs: the proxy's own processes, user and kernel time (from /proc/<pid>/task/*/schedstat)", Header: []string{"concurrency"}}
+	var cpuNames []string
+	for _, tg := range targets {
+		if tg.pid != 0 {
+			cpuNames = append(cpuNames, tg.name)
+		}
+	}
+	cpu.Header = append(cpu.Header, cpuNames...)
+	for _, rw := range rows {
+		if rw.sse {
+			continue
+		}
+		cells := []string{strconv.Itoa(rw.c)}
+		for _, n := range cpuNames {
+			cells = append(cells, fmt.Sprintf("%.1f", float64(rw.cpu[n].Nanoseconds())/1000/float64(rw.reqs[n])))
+		}
+		cpu.Add(cells...)
+	}
+	for _, t := range append(tables, rps, cpu) {
 		t.Write(os.Stderr)
 	}
+}
+
+// treeCPU is the on-CPU time so far of process pid, its threads and its
+// children's (nginx's workers), from the scheduler's nanosecond counts;
+// 0 for pid 0.
+func treeCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	pids := []int{pid}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces; it ends at the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(strings.Split(st, "/")[2])
+			pids = append(pids, child)
+		}
+	}
+	var total time.Duration
+	for _, p := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", p))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				ns, _ := strconv.ParseInt(f[0], 10, 64)
+				total += time.Duration(ns)
+			}
+		}
+	}
+	return total
 }

@@ -52,6 +52,12 @@ http {
 // (host:port) that puts credential in Authorization, and returns its base
 // URL. It is stopped when tb ends.
 func startNginx(tb testing.TB, upstream, credential string) string {
+	base, _ := startNginxPID(tb, upstream, credential)
+	return base
+}
+
+// startNginxPID is startNginx that also returns the master's pid.
+func startNginxPID(tb testing.TB, upstream, credential string) (string, int) {
 	tb.Helper()
 	bin := "/usr/sbin/nginx"
 	if _, err := os.Stat(bin); err != nil {
@@ -100,7 +106,7 @@ func startNginx(tb testing.TB, upstream, credential string) string {
 		}
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
-			return base
+			return base, cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("nginx did not listen on %s\n%s", base, out.String())

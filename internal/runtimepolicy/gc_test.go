@@ -1,4 +1,4 @@
-package gcpolicy
+package runtimepolicy
 
 import (
 	"math"

@@ -1,14 +1,15 @@
-// Package gcpolicy sets the garbage collector of the Runner's process.
+// Package runtimepolicy sets the Go runtime of the Runner's process: its
+// garbage collector (Apply) and its monitor thread (Reexec).
 //
 // The Runner is a long-lived daemon whose live heap is small (a few MiB,
-// plus about 60 KB per open stream) while the credential proxy allocates
+// plus about 45 KB per open stream) while the credential proxy allocates
 // a few KiB per request. With Go's default GOGC=100 it would collect every
 // few MiB allocated: dozens of cycles per second under load, measured at
 // 8% of the proxy's throughput (docs/PERFORMANCE.md). paddock runs with
 // GOGC=400 and a soft memory limit of 1 GiB instead, so the heap may grow
 // to five times what is live, never past the limit while what is live
 // fits under it.
-package gcpolicy
+package runtimepolicy
 
 import (
 	"runtime/debug"
