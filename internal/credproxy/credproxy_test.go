@@ -777,6 +777,37 @@ func TestStalledClientConnectionEnds(t *testing.T) {
 	}
 }
 
+// TestIdleUpstreamAndStalledClientConnectionEnds: an upstream that goes
+// silent mid-way through an answer of known length, to a client that reads
+// nothing: the idle timeout cuts the answer, and what the proxy had
+// buffered for the client must not hold the connection either (found by
+// review: the aborted response's flush had no deadline, and the decision
+// was never recorded).
+func TestIdleUpstreamAndStalledClientConnectionEnds(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "100000")
+		io.WriteString(w, `{"pad":"`+strings.Repeat("x", 100))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.StreamIdleTimeout = 300 * time.Millisecond })
+	srv, client := servePipe(t, h.proxy, 200*time.Millisecond)
+	k, v := h.cred()
+	io.WriteString(client, "POST /v1/messages HTTP/1.1\r\nHost: x\r\n"+k+": "+v+
+		"\r\nAnthropic-Version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(smallBody))+"\r\n\r\n"+smallBody)
+	if n := connsLeft(srv, 10*time.Second); n != 0 {
+		t.Fatalf("connection still held (decisions recorded: %d)", len(h.sink.all()))
+	}
+	es := waitEntries(t, h, 1)
+	if r := es[0].Reason; !strings.Contains(r, "sent nothing for 300ms") {
+		t.Fatalf("reason %q", r)
+	}
+}
+
 // TestSlowUpstreamHeaders: an upstream that does not begin its answer
 // within ResponseHeaderTimeout gets the client a 504 in the API's error
 // shape, and the upstream request is cancelled.

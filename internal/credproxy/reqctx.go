@@ -16,8 +16,11 @@ import (
 // Contracts: it behaves as a context.WithCancel of its parent. After
 // cancel, Err is context.Canceled and Done (made on first use) is closed;
 // functions registered with AfterFunc run once, each on its own goroutine,
-// as context.AfterFunc runs them; the closer given to watchClose is closed
-// at once, on the cancelling goroutine, unless unwatchClose came first.
+// as context.AfterFunc runs them — so a context derived from this one is
+// cancelled on such a goroutine, just after cancel returns. The closer
+// given to watchClose is closed at once, on the cancelling goroutine,
+// unless unwatchClose came first. There is one such slot: one upstream
+// exchange per request at a time, which is all forward does.
 type requestContext struct {
 	context.Context // the parent: values; never done
 

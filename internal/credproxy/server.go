@@ -283,7 +283,12 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 // half-close — and the request in flight, if any, is cancelled.
 func (sc *serverConn) abort() {
 	_ = sc.c.SetDeadline(aLongTimeAgo)
-	sc.c.Close()
+	// The close itself on its own goroutine: a watchdog calls abort and
+	// must not block, and a channel stream's Close waits, up to the
+	// session's write timeout, to send its FIN to a box that may have
+	// stopped reading. The deadline above already ends the reads and
+	// writes in progress.
+	go sc.c.Close()
 	sc.hungUp()
 }
 
@@ -409,7 +414,18 @@ func checkRequest(req *http.Request) (int, string) {
 func (sc *serverConn) fail(status int, why string) {
 	w := &response{sc: sc, h: http.Header{}, closeAfter: true}
 	anthropic.WriteError(w, status, errType(status), why, "")
+	sc.watch.extend(sc.s.WriteTimeout)
 	w.finish()
+}
+
+// boundedFlush flushes what the connection has buffered within
+// WriteTimeout (else the connection ends), from a point where its watch
+// is off; then the watch is off again.
+func (sc *serverConn) boundedFlush() error {
+	sc.watch.extend(sc.s.WriteTimeout)
+	err := sc.bw.Flush()
+	sc.watch.extend(never)
+	return err
 }
 
 func errType(status int) string {
@@ -504,8 +520,8 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 			}
 			// What was written so far reaches the client, without the end
 			// of the response (no last chunk): it sees a cut, not a whole
-			// answer.
-			_ = sc.bw.Flush()
+			// answer. A client that reads nothing gets WriteTimeout.
+			sc.boundedFlush()
 		}
 	}()
 	sc.s.Handler.ServeHTTP(w, req)
@@ -531,7 +547,7 @@ func (b *serverBody) Read(p []byte) (int, error) {
 		b.expect = false
 		if !b.w.wroteHeader {
 			b.w.sc.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-			if err := b.w.sc.bw.Flush(); err != nil {
+			if err := b.w.sc.boundedFlush(); err != nil {
 				return 0, err
 			}
 		}

@@ -570,38 +570,116 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
 func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "unix"} }
 
-// TestServerWriteTimeout: once the handler returned, the rest of its
-// response goes out within WriteTimeout or the connection ends: a client
-// that reads nothing cannot hold the connection's goroutine.
+// TestServerWriteTimeout: whatever the server itself still has to send —
+// the rest of a response once the handler returned, what a handler that
+// aborted had written, its own refusal, a 100 Continue — goes out within
+// WriteTimeout or the connection ends: a client that reads nothing cannot
+// hold the connection's goroutine (the last three found by review).
 func TestServerWriteTimeout(t *testing.T) {
-	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "an answer nobody reads") // buffered until the handler returns
-	}), time.Second)
-	srv.WriteTimeout = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name, req string
+		h         http.HandlerFunc
+	}{
+		{"after the handler", "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "an answer nobody reads") // buffered until the handler returns
+		}},
+		{"aborted handler", "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			io.WriteString(w, "part of an answer nobody reads")
+			panic(http.ErrAbortHandler) // as forward does when the upstream breaks off or idles
+		}},
+		{"server refusal", "GET /x HTTP/1.1\r\n\r\n", func(w http.ResponseWriter, r *http.Request) {}}, // no Host
+		{"100 Continue", "POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, client := servePipe(t, tc.h, 200*time.Millisecond)
+			if _, err := io.WriteString(client, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if n := connsLeft(srv, 10*time.Second); n != 0 {
+				t.Fatal("a client that reads nothing held its connection past the write timeout")
+			}
+			client.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := client.Read(make([]byte, 64)); err == nil {
+				t.Fatalf("the response still went out after the timeout (%d bytes)", n)
+			}
+		})
+	}
+}
+
+// servePipe serves h with the given WriteTimeout on one in-memory pipe,
+// whose writes block until the other end reads, and returns the server and
+// the client's end; both end with the test.
+func servePipe(t *testing.T, h http.Handler, writeTimeout time.Duration) (*Server, net.Conn) {
+	srv := NewServer(h, time.Second)
+	srv.WriteTimeout = writeTimeout
 	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 	go srv.Serve(l)
-	defer srv.Close()
 	client, server := net.Pipe()
-	defer client.Close()
+	t.Cleanup(func() { client.Close(); srv.Close() })
 	l.conns <- server
-	if _, err := io.WriteString(client, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
+	return srv, client
+}
+
+// connsLeft waits up to wait for srv to have no connection and returns how
+// many it still has.
+func connsLeft(srv *Server, wait time.Duration) int {
+	deadline := time.Now().Add(wait)
 	for {
 		srv.mu.Lock()
 		n := len(srv.conns)
 		srv.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a client that reads nothing held its connection past the write timeout")
+		if n == 0 || time.Now().After(deadline) {
+			return n
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	client.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, err := client.Read(make([]byte, 64)); err == nil {
-		t.Fatalf("the response still went out after the timeout (%d bytes)", n)
+}
+
+// stuckCloseConn's Close blocks until release is closed, as a channel
+// stream's Close does while its box reads nothing.
+type stuckCloseConn struct {
+	net.Conn
+	closing chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *stuckCloseConn) Close() error {
+	c.once.Do(func() { close(c.closing) })
+	<-c.release
+	return c.Conn.Close()
+}
+
+// TestServerAbortDoesNotBlockItsWatchdog: ending a connection whose Close
+// blocks does not hold up the watchdog that every connection's timeouts
+// share (found by review: a box's channel stream can block Close for the
+// session's write timeout).
+func TestServerAbortDoesNotBlockItsWatchdog(t *testing.T) {
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), time.Second)
+	srv.IdleTimeout = 200 * time.Millisecond
+	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	go srv.Serve(l)
+	release := make(chan struct{})
+	defer func() { close(release); srv.Close() }()
+	_, a := net.Pipe()
+	stuck := &stuckCloseConn{Conn: a, closing: make(chan struct{}), release: release}
+	l.conns <- stuck
+	// A second connection with a later deadline, already armed when the
+	// first one's fires: a partial head, which the 1 s header timeout ends.
+	client, b := net.Pipe()
+	defer client.Close()
+	l.conns <- b
+	go io.WriteString(client, "GET /x HTTP/1.1\r\n")
+	select {
+	case <-stuck.closing: // its idle timeout fired, and its Close blocks
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle timeout never ended the first connection")
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(client); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the second connection's header timeout did not end it")
 	}
 }

@@ -30,12 +30,14 @@ const SysmonSetting = "schedtrace=2147483647"
 
 // Env returns environ with SysmonSetting added to GODEBUG, and whether it
 // changed anything: not when GODEBUG already sets schedtrace (the owner's
-// choice wins).
+// choice wins). With GODEBUG given twice it edits the first, the one the
+// runtime and os.Getenv read.
 func Env(environ []string) ([]string, bool) {
 	godebug, at := "", -1
 	for i, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
 			godebug, at = v, i
+			break
 		}
 	}
 	for _, f := range strings.Split(godebug, ",") {

@@ -20,8 +20,9 @@ func TestEnv(t *testing.T) {
 		{[]string{"GODEBUG=madvdontneed=1", "B=2"}, []string{"GODEBUG=madvdontneed=1," + SysmonSetting, "B=2"}, true},
 		{[]string{"GODEBUG=schedtrace=1000"}, []string{"GODEBUG=schedtrace=1000"}, false},
 		{[]string{"GODEBUG=x=1, schedtrace=0"}, []string{"GODEBUG=x=1, schedtrace=0"}, false},
-		// The last GODEBUG is the one a process sees.
-		{[]string{"GODEBUG=schedtrace=5", "GODEBUG=x=1"}, []string{"GODEBUG=schedtrace=5", "GODEBUG=x=1," + SysmonSetting}, true},
+		// The first GODEBUG is the one a Go process reads.
+		{[]string{"GODEBUG=schedtrace=5", "GODEBUG=x=1"}, []string{"GODEBUG=schedtrace=5", "GODEBUG=x=1"}, false},
+		{[]string{"GODEBUG=x=1", "GODEBUG=schedtrace=5"}, []string{"GODEBUG=x=1," + SysmonSetting, "GODEBUG=schedtrace=5"}, true},
 	} {
 		in := slices.Clone(c.in)
 		got, changed := Env(in)
