@@ -108,14 +108,17 @@ type Options struct {
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
 // relies on.
 type Proxy struct {
-	opts      Options
-	wd        *watchdog         // request body and stream idle deadlines
-	tr        http.RoundTripper // the upstream transport
-	log       *slog.Logger
-	decisions decisionlog.Sink
-	ids       atomic.Uint64
-	idPrefix  string
-	bufs      sync.Pool
+	opts Options
+	wd   *watchdog         // request body and stream idle deadlines
+	tr   http.RoundTripper // the upstream transport
+	// ownTransport: tr is paddock's Transport, whose exchange a tap can
+	// abort without a context of its own.
+	ownTransport bool
+	log          *slog.Logger
+	decisions    decisionlog.Sink
+	ids          atomic.Uint64
+	idPrefix     string
+	bufs         sync.Pool
 	// pending counts finished requests not yet recorded (Drain waits for
 	// zero; a WaitGroup may not be Added to while someone Waits at zero).
 	pendMu  sync.Mutex
@@ -156,6 +159,7 @@ func New(opts Options) (*Proxy, error) {
 	if p.tr == nil {
 		p.tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
 	}
+	_, p.ownTransport = p.tr.(*Transport)
 	return p, nil
 }
 
@@ -178,7 +182,7 @@ type reqState struct {
 	cred    credential.Credential
 	token   string // the presented token, to strip copies of it
 	scanner *anthropic.UsageScanner
-	cancel  context.CancelFunc
+	cancel  context.CancelFunc // nil with paddock's own Transport
 	upErr   error
 	buf     *bytes.Buffer
 	cw      *countingWriter
@@ -338,8 +342,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// own Transport's connection (upstreamBody.abort); another transport
 	// (tests) gets a context of its own to cancel.
 	ctx := r.Context()
-	st.cancel = func() {}
-	if _, ours := p.tr.(*Transport); !ours {
+	if !p.ownTransport {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -479,7 +482,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 	// A body slower than ReadTimeout is cut by a deadline in the past on
 	// the connection, set by the watchdog (no per-request socket deadline).
 	rc := http.NewResponseController(w)
-	wt := p.wd.arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	wt := p.wd.arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.opts.MaxRequestBytes))
 	if p.wd.disarm(wt) {
 		// Clear the deadline before streaming the response: a deadline hit
@@ -610,30 +613,34 @@ func (c *countingWriter) FlushError() error {
 // client's connection, which would otherwise hold the stuck write, its
 // goroutine and buffers for as long as the client likes.
 type tapBody struct {
-	rc        io.ReadCloser
-	scanner   *anthropic.UsageScanner
-	wd        *watchdog
-	w         *watch
-	idle      time.Duration
-	idled     atomic.Bool
-	stalled   atomic.Bool
-	writing   atomic.Bool // the copy is writing to the client
-	endClient func()
+	rc      io.ReadCloser
+	scanner *anthropic.UsageScanner
+	wd      *watchdog
+	w       *watch
+	idle    time.Duration
+	idled   atomic.Bool
+	stalled atomic.Bool
+	writing atomic.Bool // the copy is writing to the client
 }
 
-func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, endClient func()) *tapBody {
-	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle, endClient: endClient}
+// newTapBody taps rc, the answer to a request whose client w gets; cancel
+// (may be nil) ends the upstream exchange on a transport other than
+// paddock's.
+func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, w http.ResponseWriter) *tapBody {
+	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle}
 	t.w = wd.arm(idle, func() {
 		if t.writing.Load() {
 			t.stalled.Store(true)
-			t.endClient()
+			endClient(w)
 		} else {
 			t.idled.Store(true)
 		}
 		if a, ok := rc.(interface{ abort() }); ok {
 			a.abort()
 		}
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 	})
 	return t
 }
@@ -641,15 +648,15 @@ func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle
 // cut reports whether the idle timeout ended the exchange.
 func (t *tapBody) cut() bool { return t.idled.Load() || t.stalled.Load() }
 
-// endClientFunc returns what ends the connection of w's client at once:
-// paddock's Server closes it (sockets and channel streams alike); another
-// server's gets a write deadline in the past, which fails the stuck write.
-func endClientFunc(w http.ResponseWriter) func() {
+// endClient ends the connection of w's client at once: paddock's Server
+// closes it (sockets and channel streams alike); another server's gets a
+// write deadline in the past, which fails the stuck write.
+func endClient(w http.ResponseWriter) {
 	if e, ok := w.(interface{ endConnection() }); ok {
-		return e.endConnection
+		e.endConnection()
+		return
 	}
-	rc := http.NewResponseController(w)
-	return func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }
+	_ = http.NewResponseController(w).SetWriteDeadline(aLongTimeAgo)
 }
 
 func (t *tapBody) Read(b []byte) (int, error) {

@@ -48,13 +48,13 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	case mediaTypeIs(ct, "application/json") && resp.Header.Get("Content-Encoding") == "":
 		st.scanner = &anthropic.UsageScanner{JSON: true}
 	}
-	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel, endClientFunc(w.ResponseWriter))
+	st.tap = newTapBody(p.wd, resp.Body, st.scanner, p.opts.StreamIdleTimeout, st.cancel, w.ResponseWriter)
 	defer st.tap.Close() // disarms the idle watch, releases the upstream connection
 
 	h := w.Header()
 	named := connectionNominated(resp.Header)
 	for k, vs := range resp.Header {
-		if responseHop[k] || nominated(named, k) {
+		if hopByHop[k] || nominated(named, k) {
 			continue
 		}
 		h[k] = vs
@@ -126,7 +126,7 @@ next:
 		h.Set(st.cred.Kind.Header(), st.cred.Kind.HeaderValue(st.cred.Secret))
 	}
 	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = []string{""} // Request.Write then sends none
+		h["User-Agent"] = []string{""} // writeRequest then sends none
 	}
 	out := &st.out
 	*out = http.Request{Method: r.Method, URL: &st.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: http.NoBody}
@@ -136,13 +136,6 @@ next:
 		out.ContentLength = int64(len(st.body))
 	}
 	return out.WithContext(ctx)
-}
-
-// responseHop are the answer's headers that describe the upstream
-// connection, not the answer (RFC 9110 7.6.1, and what net/http drops).
-var responseHop = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
 // nominated reports whether header k is among the names a Connection

@@ -56,15 +56,11 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 	if hasBody && req.ContentLength <= 0 {
 		return errors.New("credproxy: a request body needs a known length")
 	}
-	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
+	if k, badName, bad := invalidField(req.Header); bad {
+		if badName {
 			return fmt.Errorf("credproxy: invalid header name %q", k)
 		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return fmt.Errorf("credproxy: invalid value for header %q", k)
-			}
-		}
+		return fmt.Errorf("credproxy: invalid value for header %q", k)
 	}
 
 	bw.WriteString(req.Method)

@@ -91,10 +91,10 @@ type Server struct {
 	closing   atomic.Bool
 }
 
-// NewServer returns a Server for h with paddock's limits: the given header
-// read timeout, a 64 KiB head, a two-minute keep-alive idle timeout.
+// NewServer returns a Server for h with the given header read timeout and
+// the defaults for the rest.
 func NewServer(h http.Handler, readHeaderTimeout time.Duration) *Server {
-	return &Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	return &Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout}
 }
 
 func (s *Server) init() {
@@ -391,15 +391,11 @@ func checkRequest(req *http.Request) (int, string) {
 	if !httpguts.ValidHostHeader(req.Host) {
 		return http.StatusBadRequest, "the Host header is malformed"
 	}
-	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
+	if _, badName, bad := invalidField(req.Header); bad {
+		if badName {
 			return http.StatusBadRequest, "a header name is malformed"
 		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return http.StatusBadRequest, "a header value holds a control byte"
-			}
-		}
+		return http.StatusBadRequest, "a header value holds a control byte"
 	}
 	if e := req.Header["Expect"]; len(e) > 0 {
 		if len(e) > 1 || !strings.EqualFold(e[0], "100-continue") || !req.ProtoAtLeast(1, 1) {
@@ -607,10 +603,6 @@ func (w *response) runAfter() {
 
 func (w *response) Header() http.Header { return w.h }
 
-// hopHeaders are response headers that describe one connection, not the
-// response; the server sets its own.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
-
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {
 		return
@@ -629,7 +621,7 @@ func (w *response) WriteHeader(code int) {
 // has returned, so an unset length is the length written (none).
 func (w *response) writeHead(final bool) {
 	h := w.h
-	for _, k := range hopHeaders {
+	for k := range hopByHop {
 		delete(h, k)
 	}
 	w.cl = -1
@@ -817,7 +809,8 @@ func (cr *connReader) Read(p []byte) (int, error) {
 	return cr.conn.Read(p)
 }
 
-// aLongTimeAgo is a read deadline that has passed.
+// aLongTimeAgo is a deadline that has passed: set, it ends the reads
+// and writes in progress at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
 func (cr *connReader) startBackgroundRead(gone func()) {

@@ -472,7 +472,7 @@ func (uc *upstreamConn) alive() bool {
 		// its own buffer, where the socket peek below cannot see it: ask
 		// it, with a deadline already past, so nothing blocks. Only "would
 		// block" means quiet. (A deadline in the past arms no timer.)
-		uc.conn.SetReadDeadline(time.Unix(1, 0))
+		uc.conn.SetReadDeadline(aLongTimeAgo)
 		_, err := uc.br.Peek(1)
 		uc.conn.SetReadDeadline(time.Time{})
 		var ne net.Error
