@@ -113,17 +113,9 @@ func summarizeReference(body []byte) RequestSummary {
 		if m.Role != "user" {
 			continue
 		}
-		var blocks []struct {
-			Type      string `json:"type"`
-			ToolUseID string `json:"tool_use_id"`
-		}
-		if json.Unmarshal(m.Content, &blocks) == nil {
-			for _, b := range blocks {
-				if b.Type == "tool_result" && b.ToolUseID != "" {
-					sum.ToolResultIDs = append(sum.ToolResultIDs, b.ToolUseID)
-				}
-			}
-		}
+		// The content's decoding is shared: what the scanner is held to
+		// is finding the document's model, stream and last user content.
+		sum.ToolResultIDs = toolResultIDs(m.Content)
 		break
 	}
 	return sum

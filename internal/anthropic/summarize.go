@@ -32,23 +32,31 @@ func Summarize(body []byte) RequestSummary {
 	if !s.document() || s.typeErr {
 		return RequestSummary{}
 	}
-	sum := RequestSummary{Model: s.model, Stream: s.stream}
-	// Only an array of blocks can hold a tool_result (a string content,
-	// or null, gives json.Unmarshal nothing to add).
-	if len(s.lastUser) > 0 && s.lastUser[0] == '[' {
-		var blocks []struct {
-			Type      string `json:"type"`
-			ToolUseID string `json:"tool_use_id"`
-		}
-		if json.Unmarshal(s.lastUser, &blocks) == nil {
-			for _, b := range blocks {
-				if b.Type == "tool_result" && b.ToolUseID != "" {
-					sum.ToolResultIDs = append(sum.ToolResultIDs, b.ToolUseID)
-				}
-			}
+	return RequestSummary{Model: s.model, Stream: s.stream, ToolResultIDs: toolResultIDs(s.lastUser)}
+}
+
+// toolResultIDs returns the tool_use_ids of the tool_result blocks in a
+// message's content. Only an array of blocks can hold one: a string
+// content, or null, gives json.Unmarshal nothing to add, so it is not
+// decoded.
+func toolResultIDs(content []byte) []string {
+	if len(content) == 0 || content[0] != '[' {
+		return nil
+	}
+	var blocks []struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return nil
+	}
+	var ids []string
+	for _, b := range blocks {
+		if b.Type == "tool_result" && b.ToolUseID != "" {
+			ids = append(ids, b.ToolUseID)
 		}
 	}
-	return sum
+	return ids
 }
 
 // maxDepth is encoding/json's nesting limit.
