@@ -24,38 +24,24 @@ import (
 // length) so that it allocates nearly nothing: BenchmarkProxyRequest's
 // allocations are then the proxy's.
 func rawUpstream(tb testing.TB) *url.URL {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
 	body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":1}}`
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nRequest-Id: req_1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
-	go func() {
+	addr := serveConns(tb, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := l.Accept()
+			n, err := readRawHead(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					n, err := readRawHead(br)
-					if err != nil {
-						return
-					}
-					if _, err := br.Discard(n); err != nil {
-						return
-					}
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := br.Discard(n); err != nil {
+				return
+			}
+			if _, err := c.Write(answer); err != nil {
+				return
+			}
 		}
-	}()
-	return &url.URL{Scheme: "http", Host: l.Addr().String()}
+	})
+	return &url.URL{Scheme: "http", Host: addr}
 }
 
 // readRawHead reads one message head from br and returns its

@@ -207,3 +207,28 @@ func (ts *testServer) Close() {
 	defer cancel()
 	ts.srv.Shutdown(ctx)
 }
+
+// serveConns listens on a loopback port until the test ends and runs
+// handle on each connection it accepts, on a goroutine of its own, closing
+// the connection when handle returns. It returns the address.
+func serveConns(tb testing.TB, handle func(c net.Conn)) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}

@@ -195,43 +195,31 @@ func TestTransportTLSStrayRecordNotReused(t *testing.T) {
 	cfg := ts.TLS.Clone()
 	roots := ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	ts.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for first := true; ; first = false {
-			c, err := ln.Accept()
-			if err != nil {
+	var served atomic.Bool
+	addr := serveConns(t, func(c net.Conn) {
+		first := !served.Swap(true) // the first connection's first answer
+		hc := &heldConn{Conn: c}
+		tc := tls.Server(hc, cfg)
+		br := bufio.NewReader(tc)
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
 				return
 			}
-			go func(c net.Conn, first bool) {
-				defer c.Close()
-				hc := &heldConn{Conn: c}
-				tc := tls.Server(hc, cfg)
-				br := bufio.NewReader(tc)
-				for {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					if first {
-						hc.hold = true
-						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nINJECT")
-						hc.hold = false
-						hc.Write(hc.buf)
-						first = false
-						continue
-					}
-					io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
-				}
-			}(c, first)
+			if first {
+				hc.hold = true
+				io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nINJECT")
+				hc.hold = false
+				hc.Write(hc.buf)
+				first = false
+				continue
+			}
+			io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
 		}
-	}()
+	})
 	tr := NewTransport(4, time.Minute)
 	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-	url := "https://" + ln.Addr().String() + "/"
+	url := "https://" + addr + "/"
 	if _, b, err := roundTrip(t, tr, context.Background(), "GET", url, ""); err != nil || b != "ok" {
 		t.Fatalf("first: %q %v", b, err)
 	}
@@ -329,41 +317,27 @@ func FuzzTransportResponse(f *testing.F) {
 		// (where stray bytes would wait for the next request), unless the
 		// input ends in a NUL, which closes it (a quick end for torn input).
 		closeAfter := len(first) > 0 && first[len(first)-1] == 0
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
+		addr := serveConns(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
 			for {
-				c, err := ln.Accept()
+				req, err := http.ReadRequest(br)
 				if err != nil {
 					return
 				}
-				go func(c net.Conn) {
-					defer c.Close()
-					br := bufio.NewReader(c)
-					for {
-						req, err := http.ReadRequest(br)
-						if err != nil {
-							return
-						}
-						io.Copy(io.Discard, req.Body)
-						if req.URL.Path == "/first" {
-							c.Write(first)
-							if closeAfter {
-								return
-							}
-							continue
-						}
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
+				io.Copy(io.Discard, req.Body)
+				if req.URL.Path == "/first" {
+					c.Write(first)
+					if closeAfter {
+						return
 					}
-				}(c)
+					continue
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
 			}
-		}()
+		})
 		tr := NewTransport(4, 100*time.Millisecond)
 		defer tr.CloseIdleConnections()
-		base := "http://" + ln.Addr().String()
+		base := "http://" + addr
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/first", strings.NewReader("{}"))
 		if resp, err := tr.RoundTrip(req); err == nil {
