@@ -491,37 +491,31 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	claudeJSON, settingsJSON := cfgDir+"/.claude.json", cfgDir+"/settings.json"
 	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
 
-	// One exec reads what is there: whether the conversation exists (claude
-	// --resume of an id with no transcript exits at once) and both config
-	// files, NUL-separated. In a box where claude does not run yet (tmux
-	// is not up), a transcript without a single user message — what a box
-	// killed before claude wrote one leaves — cannot be resumed and blocks
-	// --session-id: it is kept aside, and the conversation starts anew.
-	// While claude runs its transcript may lag behind; it is resumed as is.
+	// One exec reads both config files, NUL-separated. Whether the
+	// conversation is resumed is decided by the start script below, once
+	// any claude that ran before has exited: it may write its transcript
+	// only as it goes.
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`if ! test -f "$1"; then printf N; `+
-			`elif grep -qs '"type":"user"' "$1" || tmux -L "$4" has-session 2>/dev/null; then printf R; `+
-			`else mv -f "$1" "$1.unresumable"; printf N; fi; `+
-			`printf '\0'; cat "$2" 2>/dev/null; printf '\0'; cat "$3" 2>/dev/null; true`,
-		"sh", transcript, claudeJSON, settingsJSON, TmuxSocket)
-	parts := strings.SplitN(out, "\x00", 3)
-	if err != nil || code != 0 || len(parts) != 3 {
+		`cat "$1" 2>/dev/null; printf '\0'; cat "$2" 2>/dev/null; true`,
+		"sh", claudeJSON, settingsJSON)
+	parts := strings.SplitN(out, "\x00", 2)
+	if err != nil || code != 0 || len(parts) != 2 {
 		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
 	}
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
 	}
-	cj, err := claudecode.SeedClaudeJSON([]byte(parts[1]), sandbox.WorkspaceDir, approve)
+	cj, err := claudecode.SeedClaudeJSON([]byte(parts[0]), sandbox.WorkspaceDir, approve)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", claudeJSON, err)
 	}
-	sj, err := claudecode.SeedSettings([]byte(parts[2]))
+	sj, err := claudecode.SeedSettings([]byte(parts[1]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
 	}
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
-		SessionID: s.ClaudeSessionID, Resume: parts[0] == "R", Model: s.Model, Effort: s.Effort}
+		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
 	if s.CredentialMode == session.ModeProxy {
 		o.BaseURL = "http://" + BoxAPIAddr
 	}
@@ -543,6 +537,13 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	// whole (its server holds the old environment) and starts claude. The
 	// files come on stdin, NUL-separated; the credential only ever travels
 	// in this process's environment, which tmux keeps in memory.
+	//
+	// Only then, with any earlier claude gone, does it look at the
+	// transcript: a conversation with a user message in it is resumed
+	// (--session-id becomes --resume; claude refuses to start again with
+	// the id of an existing conversation). One without — what a box killed
+	// before claude wrote one leaves — cannot be resumed and would block
+	// --session-id: it is kept aside, and the conversation starts anew.
 	argv := append([]string{"tmux", "-L", TmuxSocket, "-f", "/dev/null",
 		"start-server", ";",
 		"set-option", "-g", "remain-on-exit", "on", ";",
@@ -552,18 +553,30 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
 	script := `set -e
-cj=$1 st=$2; shift 2
+cj=$1 st=$2 tx=$3; shift 3
 mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
 paddock guest put "$cj" "$st"  # stdin: .claude.json NUL settings.json
 # An old server (set, re-adoption) goes first, and fully: a client that
-# reaches a server in its shutdown fails with "server exited unexpectedly".
+# reaches a server in its shutdown fails with "server exited unexpectedly";
+# and its claude, which may write the transcript as it exits, goes too.
+old_claude() {  # a process other than this shell with claude's flag in its argv
+  for p in /proc/[0-9]*; do
+    [ "$p" != /proc/$$ ] && grep -qsxzF -e --dangerously-skip-permissions "$p/cmdline" && return 0
+  done
+  return 1
+}
 if tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
-  i=0; while tmux -L ` + TmuxSocket + ` has-session 2>/dev/null && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
+  i=0; while { tmux -L ` + TmuxSocket + ` has-session 2>/dev/null || old_claude; } && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
   sleep 0.05
+fi
+if grep -qs '"type":"user"' "$tx"; then
+  for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
+elif [ -e "$tx" ]; then
+  mv -f "$tx" "$tx.unresumable"
 fi
 exec "$@"`
 	stdin := append(append(append([]byte{}, cj...), 0), sj...)
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON}, argv...)...); err != nil || code != 0 {
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
