@@ -89,6 +89,14 @@ const benchChildEnv = "PADDOCK_BENCH_PROXY_UPSTREAM"
 // TestMain lets the benchmark run paddock's proxy in its own process, as the
 // Runner does, so it does not share a Go runtime with the load it measures.
 func TestMain(m *testing.M) {
+	if v := os.Getenv(goFloorEnv); v != "" {
+		up, cred, _ := strings.Cut(v, " ")
+		if err := runGoFloor(up, cred); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if up := os.Getenv(benchChildEnv); up != "" {
 		if err := runProxyChild(up); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -147,10 +155,25 @@ func runProxyChild(upstream string) error {
 // base URL, the headers that carry its session token, and its pid.
 func startProxyProcessPID(tb testing.TB, upstream string, hdr http.Header) (string, http.Header, int) {
 	tb.Helper()
+	line, pid := startBenchChild(tb, benchChildEnv+"="+upstream)
+	addr, tok, ok := strings.Cut(line, " ")
+	if !ok {
+		tb.Fatalf("proxy child: %q", line)
+	}
+	h := hdr.Clone()
+	h.Set("Authorization", "Bearer "+tok)
+	return "http://" + addr, h, pid
+}
+
+// startBenchChild runs this test binary again with env added, as one of
+// the benchmark's proxies (see TestMain), and returns the first line it
+// prints and its pid. The child gets the Runner's runtime settings: GODEBUG
+// as runtimepolicy.Reexec sets it (GOGC and the memory limit it applies
+// itself). It ends when tb does: its stdin closes.
+func startBenchChild(tb testing.TB, env string) (string, int) {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0])
-	// The Runner's runtime settings: GODEBUG as runtimepolicy.Reexec sets
-	// it (GOGC and the memory limit are applied in runProxyChild).
-	cmd.Env, _ = runtimepolicy.Env(append(os.Environ(), benchChildEnv+"="+upstream))
+	cmd.Env, _ = runtimepolicy.Env(append(os.Environ(), env))
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -165,13 +188,10 @@ func startProxyProcessPID(tb testing.TB, upstream string, hdr http.Header) (stri
 	}
 	tb.Cleanup(func() { in.Close(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	addr, tok, ok := strings.Cut(strings.TrimSpace(line), " ")
-	if err != nil || !ok {
-		tb.Fatalf("proxy child: %q %v", line, err)
+	if err != nil {
+		tb.Fatalf("bench child: %q %v", line, err)
 	}
-	h := hdr.Clone()
-	h.Set("Authorization", "Bearer "+tok)
-	return "http://" + addr, h, cmd.Process.Pid
+	return strings.TrimSpace(line), cmd.Process.Pid
 }
 
 const benchBody = `{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
@@ -253,12 +273,13 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 }
 
 // BenchmarkProxyVsDirect measures, in one run with rounds interleaved, what
-// paddock's credential proxy and the reference nginx (nginx_test.go) each
-// add over calling the same fake upstream directly: a small request's
-// latency at concurrency 1, 32 and 64, each SSE event's delay with 1, 32 and
-// 64 concurrent streams, and small requests per second. It prints two tables
-// and reports the added p50s as metrics. Run it with `make bench`; without
-// nginx installed the nginx columns are empty.
+// paddock's credential proxy and two references, nginx (nginx_test.go) and
+// the Go floor (gofloor_test.go), each add over calling the same fake
+// upstream directly: a small request's latency at concurrency 1, 32 and 64,
+// each SSE event's delay with 1, 32 and 64 concurrent streams, small
+// requests per second, and each proxy process's CPU per small request. It
+// prints four tables and reports paddock's added p50s as metrics. Run it
+// with `make bench`; without nginx installed the nginx columns are empty.
 func BenchmarkProxyVsDirect(b *testing.B) {
 	rounds := 6
 	if s := os.Getenv("PADDOCK_BENCH_ROUNDS"); s != "" {
@@ -279,6 +300,8 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	} else {
 		b.Log("nginx is not installed; its columns stay empty (make deps installs it)")
 	}
+	fbase, fpid := startGoFloorPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
+	targets = append(targets, target{"Go floor", fbase, env.auth, fpid})
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 512, DisableCompression: true}}
 	type row struct {
 		name    string
@@ -329,7 +352,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	}
 	var tables []*perf.Table
 	for _, p := range []float64{.5, .99} {
-		t := &perf.Table{Title: fmt.Sprintf("Latency p%.0f, ms: paddock's proxy (own process, as the Runner runs it; and in the benchmark's process) and nginx against a direct call", p*100)}
+		t := &perf.Table{Title: fmt.Sprintf("Latency p%.0f, ms: paddock's proxy (own process, as the Runner runs it; and in the benchmark's process), nginx and the Go floor (gofloor_test.go) against a direct call", p*100)}
 		t.Header = append([]string{"case"}, names...)
 		for _, n := range names[1:] {
 			t.Header = append(t.Header, n+" added")
