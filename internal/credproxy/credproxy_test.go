@@ -704,6 +704,37 @@ func TestUpstreamAnswersBeforeBody(t *testing.T) {
 	}
 }
 
+// TestUpstreamRefusesLargeBodyEarly: an upstream that refuses a large body
+// as soon as it sees its length (413, as the API does past its size limit)
+// and reads no more of it. The client gets that refusal, not a gateway
+// error (which Claude Code would retry, sending the body again), and the
+// decision log records it. The upstream is Go's own server: it discards
+// 256 KiB of what is left, answers with Connection: close and resets the
+// connection half a second later.
+func TestUpstreamRefusesLargeBodyEarly(t *testing.T) {
+	const refusal = `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		io.WriteString(w, refusal)
+	})
+	h := newHarness(t, credential.KindOAuth, up, nil)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 8<<20) + `"}]}`
+	for i := 0; i < 2; i++ { // and again, on a fresh upstream connection
+		resp := h.do("POST", "/v1/messages", body, h.authed())
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != refusal {
+			t.Fatalf("request %d: %d %s; want the upstream's 413", i, resp.StatusCode, b)
+		}
+	}
+	for _, e := range waitEntries(t, h, 2) {
+		if e.Decision != "forwarded" || e.Status != http.StatusRequestEntityTooLarge || e.Reason != "" {
+			t.Errorf("decision %+v; want forwarded, 413, no reason", e)
+		}
+	}
+}
+
 func TestStreamIdleTimeout(t *testing.T) {
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

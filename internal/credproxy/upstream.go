@@ -18,7 +18,9 @@ import (
 
 // Transport is the proxy's upstream client: HTTP/1.1 (TLS for https) over a
 // keep-alive pool, with the whole exchange — writing the request, reading
-// the response head and body — on the caller's goroutine.
+// the response head and body — on the caller's goroutine; only a request
+// body over 16 KiB is written from a goroutine of its own, so that an answer
+// that comes before it is all sent is seen.
 //
 // net/http's Transport runs two goroutines per connection and hands every
 // request and response between them and the caller; on a proxy's short
@@ -36,6 +38,11 @@ import (
 //     the context's error.
 //   - ResponseHeaderTimeout bounds writing the request and waiting for the
 //     response head; the error is a net.Error whose Timeout() is true.
+//   - An answer whose head comes before a large request is all written (a
+//     413 from an upstream that then stops reading; a stream started before
+//     the body is read, golang/go#40747) is returned at once. The rest of the
+//     request goes on while the answer is read; if it has not all gone when
+//     the answer ends, it is stopped and the connection is not reused.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
@@ -170,30 +177,48 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return err
 	}
-	if err := writeRequest(uc.bw, req); err != nil {
-		return fail(timedOut(err))
-	}
-	if err := uc.bw.Flush(); err != nil {
-		return fail(timedOut(err))
-	}
-	uc.lr.limit = t.maxHead()
 	var resp *http.Response
-	for interim := 0; ; interim++ {
-		resp, err = http.ReadResponse(uc.br, req)
-		if err != nil {
+	var writing chan error // a large body's write, while it may still run
+	if req.ContentLength <= earlyAnswerMin {
+		// The common case, on this goroutine alone: a small request goes
+		// into the socket's buffers whether or not the upstream reads it.
+		if err := writeRequest(uc.bw, req); err != nil {
 			return fail(timedOut(err))
 		}
-		// 1xx answers are interim (a 101 would switch protocols, which
-		// paddock never asks for); their heads share one size budget.
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			break
+		if err := uc.bw.Flush(); err != nil {
+			return fail(timedOut(err))
 		}
-		if interim == maxInterim {
-			timedOut(nil)
-			return fail(fmt.Errorf("credproxy: more than %d interim responses", maxInterim))
+		if resp, err = t.readHead(uc, req); err != nil {
+			return fail(timedOut(err))
+		}
+	} else {
+		// A large body is written on a goroutine of its own while this one
+		// waits for the answer, which may come first: a refusal (413) from
+		// an upstream that then stops reading, or a stream the upstream
+		// starts before it reads (golang/go#40747).
+		writing = startWrite(uc, req)
+		resp, err = t.readHead(uc, req)
+		if err != nil {
+			select {
+			case werr := <-writing:
+				if werr != nil {
+					err = werr // the write failed, and first
+				}
+			default:
+				uc.raw.Close() // no answer: end the write too
+				<-writing
+			}
+			return fail(timedOut(err))
+		}
+		select {
+		case werr := <-writing:
+			writing = nil
+			if werr != nil {
+				resp.Close = true // an answer, but the upstream did not take the whole request
+			}
+		default: // still writing: the answer's end settles it (upstreamBody.finish)
 		}
 	}
-	uc.lr.limit = -1
 	if err := timedOut(nil); err != nil {
 		resp.Body.Close()
 		return fail(err)
@@ -202,9 +227,53 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return fail(errors.New("credproxy: upstream switched protocols"))
 	}
-	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx,
+	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx, writing: writing,
 		reuse: !resp.Close && !req.Close}
 	return resp, nil
+}
+
+// earlyAnswerMin is the body size above which RoundTrip writes the
+// request on a goroutine of its own and watches for an answer meanwhile.
+// A smaller request fits, with any head the proxy's Server admits, in the
+// buffers of a fresh connection (on Linux 16 KiB to send, and the
+// upstream's receive window, 64 KiB or more): its write does not wait for
+// the upstream to read.
+const earlyAnswerMin = 16 << 10
+
+// startWrite writes req to uc from a goroutine of its own, and then sends
+// the outcome on the channel it returns. (Its own function, so that the
+// small requests' path allocates no closure.)
+func startWrite(uc *upstreamConn, req *http.Request) chan error {
+	done := make(chan error, 1)
+	go func() {
+		err := writeRequest(uc.bw, req)
+		if err == nil {
+			err = uc.bw.Flush()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// readHead reads the response head to req, past up to maxInterim interim
+// (1xx) answers, all within MaxResponseHeaderBytes each.
+func (t *Transport) readHead(uc *upstreamConn, req *http.Request) (*http.Response, error) {
+	uc.lr.limit = t.maxHead()
+	defer func() { uc.lr.limit = -1 }()
+	for interim := 0; ; interim++ {
+		resp, err := http.ReadResponse(uc.br, req)
+		if err != nil {
+			return nil, err
+		}
+		// 1xx answers are interim (a 101 would switch protocols, which
+		// paddock never asks for); their heads share one size budget.
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if interim == maxInterim {
+			return nil, fmt.Errorf("credproxy: more than %d interim responses", maxInterim)
+		}
+	}
 }
 
 // cancelWatch closes a connection when a request's context is cancelled:
@@ -258,14 +327,15 @@ func closeBody(req *http.Request) {
 
 // upstreamBody returns its connection to the pool once read to the end.
 type upstreamBody struct {
-	rc    io.ReadCloser
-	t     *Transport
-	uc    *upstreamConn
-	cw    cancelWatch
-	ctx   context.Context
-	reuse bool
-	done  bool
-	state atomic.Int32
+	rc      io.ReadCloser
+	t       *Transport
+	uc      *upstreamConn
+	cw      cancelWatch
+	ctx     context.Context
+	writing chan error // the request's write, if it was still running at the answer's head
+	reuse   bool
+	done    bool
+	state   atomic.Int32
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -314,12 +384,30 @@ func (b *upstreamBody) finish(atEOF bool) {
 		return
 	}
 	b.done = true
+	if b.writing != nil && !b.wrote() {
+		b.reuse = false
+	}
 	finished := b.state.CompareAndSwap(bodyActive, bodyFinished)
 	if b.cw.stop() && finished && atEOF && b.reuse {
 		b.t.put(b.uc)
 		return
 	}
 	b.uc.raw.Close()
+}
+
+// wrote settles a request write still running when the answer's head came
+// and reports whether the whole request went out. A write still blocked
+// now, with the answer over, is an upstream that will not read the rest:
+// it is stopped, and the connection cannot be reused.
+func (b *upstreamBody) wrote() bool {
+	select {
+	case err := <-b.writing:
+		return err == nil
+	default:
+	}
+	b.uc.conn.SetWriteDeadline(aLongTimeAgo)
+	<-b.writing
+	return false // even had it just ended: the connection has a deadline now
 }
 
 // get returns a live pooled connection for key, or dials one.

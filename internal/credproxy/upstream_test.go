@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -255,39 +257,130 @@ func TestTransportCancelledNotSent(t *testing.T) {
 	}
 }
 
-// TestTransportUpstreamStopsReading: an upstream that answers early and
-// stops reading a large body leaves the write blocked; the head deadline
-// covers the write too, so the request ends with a timeout.
-func TestTransportUpstreamStopsReading(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
+// TestTransportEarlyAnswer: an answer whose head comes before a large
+// request is all written is returned, not lost behind a write that cannot
+// finish; the write is stopped when the answer ends, and that connection is
+// not reused. A stream the upstream starts before reading the body keeps
+// its connection. An upstream that reads nothing and answers nothing is
+// cut by the head timeout.
+func TestTransportEarlyAnswer(t *testing.T) {
+	big := strings.Repeat("x", 32<<20)
+	t.Run("refused, then reads nothing", func(t *testing.T) {
+		answered := make(chan struct{})
+		drained := make(chan int64, 1)
+		var conns atomic.Int32
+		addr := serveConns(t, func(c net.Conn) {
+			br := bufio.NewReader(c)
+			if conns.Add(1) > 1 {
+				serveOK(c, br)
+				return
+			}
+			http.ReadRequest(br)
+			io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig")
+			// Once the client has the answer, read what still comes: the
+			// proxy must have stopped writing and closed, well short of
+			// the whole body.
+			select {
+			case <-answered:
+			case <-time.After(20 * time.Second):
+			}
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			n, _ := io.Copy(io.Discard, br)
+			drained <- n
+		})
+		tr := NewTransport(4, time.Minute)
+		done := make(chan error, 1)
+		go func() {
+			resp, body, err := roundTrip(t, tr, context.Background(), "POST", "http://"+addr+"/", big)
+			if err == nil && (resp.StatusCode != 413 || body != "big") {
+				err = fmt.Errorf("got %d %q, want the upstream's 413", resp.StatusCode, body)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the early answer never came: lost behind the blocked write")
+		}
+		close(answered)
+		if n := <-drained; n >= int64(len(big)) {
+			t.Fatalf("the upstream read %d bytes after answering: the write went on", n)
+		}
+		// The next request takes a new connection and gets its answer.
+		resp, body, err := roundTrip(t, tr, context.Background(), "POST", "http://"+addr+"/", "next")
+		if err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("next request: %v %v %q", err, resp, body)
+		}
+		if n := conns.Load(); n != 2 {
+			t.Fatalf("%d connections, want 2: the refused one must not be reused", n)
+		}
+	})
+	t.Run("stream before the body is read", func(t *testing.T) {
+		var conns atomic.Int32
+		addr := serveConns(t, func(c net.Conn) {
+			conns.Add(1)
+			br := bufio.NewReader(c)
+			for {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				// The head of a chunked answer, and its first chunk, go
+				// out before the body is read; its length comes last.
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nstart \r\n")
+				n, _ := io.Copy(io.Discard, req.Body)
+				last := strconv.FormatInt(n, 10)
+				fmt.Fprintf(c, "%x\r\n%s\r\n0\r\n\r\n", len(last), last)
+			}
+		})
+		tr := NewTransport(4, time.Minute)
+		for i := 0; i < 3; i++ {
+			resp, body, err := roundTrip(t, tr, context.Background(), "POST", "http://"+addr+"/", big)
+			if err != nil || resp.StatusCode != 200 || body != "start "+strconv.Itoa(len(big)) {
+				t.Fatalf("request %d: %v %v %q", i, err, resp, body)
+			}
+		}
+		if n := conns.Load(); n != 1 {
+			t.Fatalf("%d connections for 3 requests: a stream begun early must keep its connection", n)
+		}
+	})
+	t.Run("reads nothing, answers nothing", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		addr := serveConns(t, func(c net.Conn) {
+			http.ReadRequest(bufio.NewReader(c))
+			<-release // open, not reading
+		})
+		tr := NewTransport(4, 300*time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := roundTrip(t, tr, context.Background(), "POST", "http://"+addr+"/", big)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("err %v; want a timeout", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the request write hung")
+		}
+	})
+}
+
+// serveOK answers every request on c with 200 "ok".
+func serveOK(c net.Conn, br *bufio.Reader) {
+	for {
+		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
 		}
-		defer c.Close()
-		http.ReadRequest(bufio.NewReader(c))
-		io.WriteString(c, "HTTP/1.1 413 Too Large\r\nContent-Length: 3\r\n\r\nbig")
-		time.Sleep(10 * time.Second) // open, not reading
-	}()
-	tr := NewTransport(4, 300*time.Millisecond)
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := roundTrip(t, tr, context.Background(), "POST", "http://"+ln.Addr().String()+"/", strings.Repeat("x", 32<<20))
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("err %v; want a timeout", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the request write hung")
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	}
 }
 
@@ -296,7 +389,9 @@ func TestTransportUpstreamStopsReading(t *testing.T) {
 // doubled, interim flood, wrong framing — the second request gets its own
 // answer or an error, never bytes of the first (a reused connection that
 // still held them would hand them to the next request, which may be
-// another session's). Nothing panics and nothing hangs past the deadlines.
+// another session's), also when the first answer comes before a large
+// request is all written. Nothing panics and nothing hangs past the
+// deadlines.
 func FuzzTransportResponse(f *testing.F) {
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
@@ -310,13 +405,20 @@ func FuzzTransportResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
 		"garbage\r\n\r\n",
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
 	}
-	f.Fuzz(func(t *testing.T, first []byte) {
+	f.Fuzz(func(t *testing.T, first []byte, early bool) {
 		// The server keeps the connection open after its first answer
 		// (where stray bytes would wait for the next request), unless the
 		// input ends in a NUL, which closes it (a quick end for torn input).
+		// With early, the first request's body is large (written from a
+		// goroutine of its own) and the server answers before reading it.
 		closeAfter := len(first) > 0 && first[len(first)-1] == 0
+		firstBody := "{}"
+		if early {
+			firstBody = strings.Repeat("x", 4*earlyAnswerMin)
+		}
 		addr := serveConns(t, func(c net.Conn) {
 			br := bufio.NewReader(c)
 			for {
@@ -324,22 +426,28 @@ func FuzzTransportResponse(f *testing.F) {
 				if err != nil {
 					return
 				}
-				io.Copy(io.Discard, req.Body)
-				if req.URL.Path == "/first" {
-					c.Write(first)
-					if closeAfter {
-						return
-					}
+				if req.URL.Path != "/first" {
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
 					continue
 				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal")
+				if early {
+					c.Write(first)
+				}
+				io.Copy(io.Discard, req.Body)
+				if !early {
+					c.Write(first)
+				}
+				if closeAfter {
+					return
+				}
 			}
 		})
 		tr := NewTransport(4, 100*time.Millisecond)
 		defer tr.CloseIdleConnections()
 		base := "http://" + addr
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/first", strings.NewReader("{}"))
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/first", strings.NewReader(firstBody))
 		if resp, err := tr.RoundTrip(req); err == nil {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
