@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,6 +18,17 @@ func TestWakeBeforeFirstPrompt(t *testing.T) {
 		e.pd("wake", name)
 		poll(t, e, name, "wake "+be)
 		e.pd("rm", name)
+	}
+	// The Runner's log tells a first start from a wake.
+	first, again := 0, 0
+	for _, l := range strings.Split(e.log.String(), "\n") {
+		if strings.Contains(l, `msg="session running"`) {
+			first += strings.Count(l, "resume=false")
+			again += strings.Count(l, "resume=true")
+		}
+	}
+	if first != 2 || again != 2 {
+		t.Errorf("the log says %d first starts and %d resumes, want 2 and 2:\n%s", first, again, e.log.String())
 	}
 }
 

@@ -451,8 +451,9 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		return err
 	}
 	r.setLive(s.ID, &live{link: link, env: env})
+	again := s.Started // claude ran in this session before: its conversation is resumed if on disk
 	s.Started, s.Desired, s.Observed, s.Reason = true, session.Running, session.Running, ""
-	r.log.Info("session running", logkey.Session, s.ID, "resume", s.Started)
+	r.log.Info("session running", logkey.Session, s.ID, "resume", again)
 	return r.save(s)
 }
 
