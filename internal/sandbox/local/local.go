@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -568,9 +567,10 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	return b.box(r), nil
 }
 
-// Connect implements sandbox.Backend. The socket is reached through
-// /proc/<guest pid>/root, so a symlink the box puts at its own socket path
-// resolves inside the box, never on the host.
+// Connect implements sandbox.Backend. The socket is reached inside the
+// guest's root, component by component, following no symlink
+// (dialInRoot): a box that puts a symlink at its own socket path gets a
+// refusal, and the Runner never connects outside the box.
 func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	r, err := b.load(id)
 	if err != nil {
@@ -579,11 +579,12 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	if r.PID == 0 || !alive(r.PID, r.PIDStart) {
 		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
 	}
-	path := "/proc/" + strconv.Itoa(r.PID) + "/root" + sandbox.GuestSocket
-	var d net.Dialer
 	var lastErr error
 	for {
-		c, err := d.DialContext(ctx, "unix", path)
+		c, err := dialInRoot(ctx, r.PID, sandbox.GuestSocket)
+		if errors.Is(err, errNotSocket) {
+			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", id, err)
+		}
 		if err == nil {
 			// Re-check: the pid must still be the box's guest.
 			if !alive(r.PID, r.PIDStart) {

@@ -8,10 +8,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,6 +124,61 @@ func Run(t *testing.T, s Setup) {
 	t.Run("Workspace", func(t *testing.T) { workspace(t, s) })
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })
 	t.Run("ReadoptAfterRestart", func(t *testing.T) { readopt(t, s) })
+	t.Run("GuestSocketSymlink", func(t *testing.T) { guestSocketSymlink(t, s) })
+}
+
+// guestSocketSymlink: a box that puts a symlink at its own guest socket
+// path, or in place of the directory that holds it, pointing at a socket on
+// the host, never gets the Runner connected there. (An absolute symlink
+// under /proc/<pid>/root resolves against the host's root: a backend that
+// dialled that path as is would connect, as root, wherever the box says.)
+func guestSocketSymlink(t *testing.T, s Setup) {
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "guest.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var hits atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			c.Close()
+		}
+	}()
+	b := StartBox(t, s, uniqueSession("symlink"), sandbox.Limits{}, "")
+	sockDir := filepath.Dir(sandbox.GuestSocket)
+	for _, plant := range []struct{ name, script string }{
+		{"socket", "rm -f " + sandbox.GuestSocket + " && ln -s " + filepath.Join(dir, "guest.sock") + " " + sandbox.GuestSocket},
+		{"directory", "mv " + sockDir + " " + sockDir + ".old && ln -s " + dir + " " + sockDir},
+	} {
+		if out, errOut, code := b.Run(t, plant.script); code != 0 {
+			// Docker's /run/paddock is a mount of its own, which the box
+			// cannot move.
+			t.Logf("%s: the box cannot put its symlink there: %d %s%s", plant.name, code, out, errOut)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		conn, err := s.Backend.Connect(ctx, b.ID)
+		cancel()
+		if err == nil {
+			if cl, err := channel.NewClient(conn); err == nil {
+				if _, _, err := cl.Ping(time.Now().Add(3 * time.Second)); err == nil {
+					t.Errorf("%s: a guest answered through the box's symlink", plant.name)
+				}
+				cl.Close()
+			} else {
+				conn.Close()
+			}
+		}
+		if n := hits.Load(); n != 0 {
+			t.Fatalf("%s: the host socket behind the box's symlink got %d connections", plant.name, n)
+		}
+	}
 }
 
 // readopt: a box started by one backend instance keeps running and is
