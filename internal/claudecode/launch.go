@@ -1,8 +1,9 @@
 package claudecode
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -30,15 +31,15 @@ func ApprovalSuffix(key string) string {
 // SeedClaudeJSON returns .claude.json with what takes Claude Code straight
 // to its prompt: onboarding done, the workspace trusted and, for an API key
 // credential, that key approved (by its last 20 characters). Everything
-// else already in the file (Claude Code writes much there) is kept.
-// approvedKey is "" for other credential kinds.
-func SeedClaudeJSON(existing []byte, workspace, approvedKey string) ([]byte, error) {
-	doc := map[string]any{}
-	if len(strings.TrimSpace(string(existing))) > 0 {
-		if err := json.Unmarshal(existing, &doc); err != nil {
-			return nil, fmt.Errorf("existing .claude.json is not JSON: %w", err)
-		}
-	}
+// else already in the file (Claude Code writes much there) is kept, numbers
+// digit for digit. approvedKey is "" for other credential kinds.
+//
+// existing comes from the box, which may have written anything there (or
+// been killed while Claude Code wrote it). If it is not a JSON object (and
+// not empty), kept is false and the result is seeded from nothing: the
+// caller keeps the old file aside, and the session still starts.
+func SeedClaudeJSON(existing []byte, workspace, approvedKey string) (out []byte, kept bool, err error) {
+	doc, kept := decodeObject(existing)
 	doc["hasCompletedOnboarding"] = true
 	projects, _ := doc["projects"].(map[string]any)
 	if projects == nil {
@@ -55,20 +56,39 @@ func SeedClaudeJSON(existing []byte, workspace, approvedKey string) ([]byte, err
 		// Only the current key: an earlier session token is revoked anyway.
 		doc["customApiKeyResponses"] = map[string]any{"approved": []string{ApprovalSuffix(approvedKey)}, "rejected": []string{}}
 	}
-	return json.MarshalIndent(doc, "", "  ")
+	out, err = json.MarshalIndent(doc, "", "  ")
+	return out, kept, err
 }
 
 // SeedSettings returns settings.json with the bypass-permissions warning
-// already accepted, keeping everything else.
-func SeedSettings(existing []byte) ([]byte, error) {
-	doc := map[string]any{}
-	if len(strings.TrimSpace(string(existing))) > 0 {
-		if err := json.Unmarshal(existing, &doc); err != nil {
-			return nil, fmt.Errorf("existing settings.json is not JSON: %w", err)
-		}
-	}
+// already accepted, keeping everything else; kept is as for SeedClaudeJSON.
+func SeedSettings(existing []byte) (out []byte, kept bool, err error) {
+	doc, kept := decodeObject(existing)
 	doc["skipDangerousModePermissionPrompt"] = true
-	return json.MarshalIndent(doc, "", "  ")
+	out, err = json.MarshalIndent(doc, "", "  ")
+	return out, kept, err
+}
+
+// decodeObject decodes b, one JSON object and nothing after it, with its
+// numbers kept as written (json.Number). Blank input (JSON whitespace or
+// nothing) is an empty object.
+// Anything else gives an empty object and false: not JSON, cut short, or
+// JSON that is not an object ("null" among them, which would leave a nil
+// map).
+func decodeObject(b []byte) (map[string]any, bool) {
+	if len(bytes.Trim(b, " \t\r\n")) == 0 { // JSON's whitespace only
+		return map[string]any{}, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil || doc == nil {
+		return map[string]any{}, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return map[string]any{}, false
+	}
+	return doc, true
 }
 
 // LaunchOptions describe one start of claude in a box.

@@ -9,9 +9,9 @@ import (
 
 func TestSeedClaudeJSONKeepsAndSets(t *testing.T) {
 	existing := []byte(`{"numStartups": 3, "projects": {"/workspace": {"allowedTools": ["x"]}, "/other": {"a": 1}}, "customApiKeyResponses": {"approved": ["old"]}}`)
-	out, err := SeedClaudeJSON(existing, "/workspace", "pdk_st_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG")
-	if err != nil {
-		t.Fatal(err)
+	out, kept, err := SeedClaudeJSON(existing, "/workspace", "pdk_st_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG")
+	if err != nil || !kept {
+		t.Fatal(kept, err)
 	}
 	var d map[string]any
 	json.Unmarshal(out, &d)
@@ -27,18 +27,46 @@ func TestSeedClaudeJSONKeepsAndSets(t *testing.T) {
 		t.Fatal("suffix length")
 	}
 	// OAuth: no approval written.
-	out, _ = SeedClaudeJSON(nil, "/workspace", "")
+	out, _, _ = SeedClaudeJSON(nil, "/workspace", "")
 	if strings.Contains(string(out), "customApiKeyResponses") {
 		t.Fatalf("%s", out)
 	}
-	if _, err := SeedClaudeJSON([]byte("{broken"), "/workspace", ""); err == nil {
-		t.Fatal("broken JSON accepted")
+}
+
+// TestSeedFromWhatTheBoxWrote: a config file that is not a JSON object —
+// cut short by a kill, not JSON, or JSON of another kind ("null" once
+// panicked here: it leaves a nil map) — is reported as not kept, and the
+// result is seeded from nothing; blank is an empty object; numbers are kept
+// digit for digit.
+func TestSeedFromWhatTheBoxWrote(t *testing.T) {
+	for _, in := range []string{"{broken", `{"a": 1`, "null", "[]", `"x"`, "5", "true", `{"a":1} {"b":2}`, `{"a":1} x`, "\x00"} {
+		out, kept, err := SeedClaudeJSON([]byte(in), "/workspace", "")
+		if err != nil || kept {
+			t.Errorf("%q: kept %v, %v", in, kept, err)
+		}
+		var d map[string]any
+		if json.Unmarshal(out, &d) != nil || d["hasCompletedOnboarding"] != true {
+			t.Errorf("%q: not seeded: %s", in, out)
+		}
+		out, kept, err = SeedSettings([]byte(in))
+		if err != nil || kept || !strings.Contains(string(out), `"skipDangerousModePermissionPrompt": true`) {
+			t.Errorf("settings %q: kept %v, %v: %s", in, kept, err, out)
+		}
+	}
+	for _, in := range []string{"", "  \n", "{}", " {\"a\": null} \n"} {
+		if _, kept, err := SeedClaudeJSON([]byte(in), "/workspace", ""); err != nil || !kept {
+			t.Errorf("%q: kept %v, %v", in, kept, err)
+		}
+	}
+	out, _, _ := SeedClaudeJSON([]byte(`{"big": 12345678901234567891, "f": 1.50}`), "/workspace", "")
+	if !strings.Contains(string(out), `"big": 12345678901234567891`) || !strings.Contains(string(out), `"f": 1.50`) {
+		t.Errorf("numbers changed: %s", out)
 	}
 }
 
 func TestSeedSettings(t *testing.T) {
-	out, err := SeedSettings([]byte(`{"env": {"A": "1"}}`))
-	if err != nil || !strings.Contains(string(out), `"skipDangerousModePermissionPrompt": true`) || !strings.Contains(string(out), `"A": "1"`) {
+	out, kept, err := SeedSettings([]byte(`{"env": {"A": "1"}}`))
+	if err != nil || !kept || !strings.Contains(string(out), `"skipDangerousModePermissionPrompt": true`) || !strings.Contains(string(out), `"A": "1"`) {
 		t.Fatalf("%s %v", out, err)
 	}
 }

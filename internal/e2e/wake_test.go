@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
 // TestWakeBeforeFirstPrompt: a session slept before anyone typed has no
@@ -43,4 +49,59 @@ func poll(t *testing.T, e *env, name, what string) {
 	}
 	s := e.screen(name)
 	t.Fatalf("%s: never ready: %q", what, s[max(0, len(s)-600):])
+}
+
+// TestWakeWithBrokenClaudeConfig: Claude Code's config files in the box are
+// the box's to write; a box killed while Claude Code wrote one, or an agent,
+// can leave them broken. Written broken on the session's volume while the
+// session sleeps ("null" in .claude.json once panicked the Runner's seeding;
+// a cut settings.json failed every wake), they are kept aside as .invalid,
+// written anew, the session wakes to Claude Code's prompt, and the Runner
+// says so in its log.
+func TestWakeWithBrokenClaudeConfig(t *testing.T) {
+	e := newEnv(t)
+	for _, be := range []string{"local", "docker"} {
+		name := "broken-" + be
+		id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", be))
+		poll(t, e, name, "create "+be)
+		e.pd("sleep", name)
+		home := filepath.Join(e.dir, "local", "volumes", id, "home")
+		if be == "docker" {
+			for _, o := range e.objectsOf(id) {
+				if o.Kind == sandbox.KindVolume {
+					home = "/var/lib/docker/volumes/" + o.ID + "/_data"
+				}
+			}
+		}
+		cfg := filepath.Join(home, ".claude")
+		broken := map[string]string{".claude.json": "null", "settings.json": `{"env": {"A": `}
+		for f, content := range broken {
+			p := filepath.Join(cfg, f)
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", be, err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			os.Chown(p, int(sys.Uid), int(sys.Gid))
+		}
+		e.pd("wake", name)
+		poll(t, e, name, "wake "+be)
+		for f, content := range broken {
+			kept := e.pd("exec", name, "--", "cat", sandbox.HomeDir+"/.claude/"+f+".invalid")
+			if kept != content {
+				t.Errorf("%s: %s.invalid holds %q, want the broken file %q", be, f, kept, content)
+			}
+			var doc map[string]any
+			if b := e.pd("exec", name, "--", "cat", sandbox.HomeDir+"/.claude/"+f); json.Unmarshal([]byte(b), &doc) != nil {
+				t.Errorf("%s: %s not written anew: %q", be, f, b)
+			}
+		}
+		e.pd("rm", name)
+	}
+	if n := strings.Count(e.log.String(), "kept aside as .invalid"); n != 4 {
+		t.Errorf("the Runner's log warns %d times, want 4 (two files, two backends):\n%s", n, e.log.String())
+	}
 }

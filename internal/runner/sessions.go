@@ -492,28 +492,41 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	claudeJSON, settingsJSON := cfgDir+"/.claude.json", cfgDir+"/settings.json"
 	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
 
-	// One exec reads both config files, NUL-separated. Whether the
-	// conversation is resumed is decided by the start script below, once
-	// any claude that ran before has exited: it may write its transcript
-	// only as it goes.
+	// One exec reads both config files, NUL-separated (at the last NUL:
+	// valid JSON holds none, and a .claude.json with one is invalid
+	// anyway). Whether the conversation is resumed is decided by the start
+	// script below, once any claude that ran before has exited: it may
+	// write its transcript only as it goes.
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
 		`cat "$1" 2>/dev/null; printf '\0'; cat "$2" 2>/dev/null; true`,
 		"sh", claudeJSON, settingsJSON)
-	parts := strings.SplitN(out, "\x00", 2)
-	if err != nil || code != 0 || len(parts) != 2 {
+	sep := strings.LastIndexByte(out, 0)
+	if err != nil || code != 0 || sep < 0 {
 		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
 	}
+	parts := []string{out[:sep], out[sep+1:]}
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
 	}
-	cj, err := claudecode.SeedClaudeJSON([]byte(parts[0]), sandbox.WorkspaceDir, approve)
+	// The box writes these files; one that is not a JSON object (a box
+	// killed while Claude Code wrote it, or an agent's doing) is kept aside
+	// as <name>.invalid and written anew, so the session still starts.
+	cj, cjKept, err := claudecode.SeedClaudeJSON([]byte(parts[0]), sandbox.WorkspaceDir, approve)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", claudeJSON, err)
 	}
-	sj, err := claudecode.SeedSettings([]byte(parts[1]))
+	sj, sjKept, err := claudecode.SeedSettings([]byte(parts[1]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
+	}
+	aside := func(kept bool, file string) string {
+		if kept {
+			return "0"
+		}
+		r.log.Warn("Claude Code's config in the box was not a JSON object; kept aside as .invalid and written anew",
+			logkey.Session, s.ID, "file", file)
+		return "1"
 	}
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
 		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
@@ -554,8 +567,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
 	script := `set -e
-cj=$1 st=$2 tx=$3; shift 3
+cj=$1 st=$2 tx=$3 cj_bad=$4 st_bad=$5; shift 5
 mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
+if [ "$cj_bad" = 1 ]; then mv -f "$cj" "$cj.invalid" || true; fi
+if [ "$st_bad" = 1 ]; then mv -f "$st" "$st.invalid" || true; fi
 paddock guest put "$cj" "$st"  # stdin: .claude.json NUL settings.json
 # An old server (set, re-adoption) goes first, and fully: a client that
 # reaches a server in its shutdown fails with "server exited unexpectedly";
@@ -577,7 +592,7 @@ elif [ -e "$tx" ]; then
 fi
 exec "$@"`
 	stdin := append(append(append([]byte{}, cj...), 0), sj...)
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript}, argv...)...); err != nil || code != 0 {
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript, aside(cjKept, claudeJSON), aside(sjKept, settingsJSON)}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
