@@ -67,10 +67,14 @@ func TestWakeWithBrokenClaudeConfig(t *testing.T) {
 		e.pd("sleep", name)
 		home := filepath.Join(e.dir, "local", "volumes", id, "home")
 		if be == "docker" {
+			home = ""
 			for _, o := range e.objectsOf(id) {
-				if o.Kind == sandbox.KindVolume {
+				if o.Kind == sandbox.KindVolume && strings.HasSuffix(o.ID, "-home") {
 					home = "/var/lib/docker/volumes/" + o.ID + "/_data"
 				}
+			}
+			if home == "" {
+				t.Fatalf("no home volume among %+v", e.objectsOf(id))
 			}
 		}
 		cfg := filepath.Join(home, ".claude")
