@@ -127,4 +127,15 @@ func (p *Process) Wait() (int, error) {
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Close abandons the process's stream (the guest then kills the process).
+// It is a half-close: output the guest still sends is read until the guest
+// closes its end too.
 func (p *Process) Close() error { return p.st.Close() }
+
+// Abort ends the process's stream from this side at once: nothing more is
+// read (Wait returns), and the stream is closed as Close does. For a guest
+// that may not be trusted to stop: one that goes on sending, or never sends
+// the exit code.
+func (p *Process) Abort() {
+	_ = p.st.SetReadDeadline(time.Unix(1, 0))
+	_ = p.st.Close()
+}

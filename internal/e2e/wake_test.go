@@ -51,6 +51,67 @@ func poll(t *testing.T, e *env, name, what string) {
 	t.Fatalf("%s: never ready: %q", what, s[max(0, len(s)-600):])
 }
 
+// asleepAtPrompt creates a session on backend, waits for Claude Code's
+// prompt and puts it to sleep; it returns the session's name and where its
+// Claude Code config directory is on the host, for a test to write in it
+// while the session sleeps.
+func asleepAtPrompt(t *testing.T, e *env, prefix, backend string) (name, cfgDir string) {
+	t.Helper()
+	name = prefix + backend
+	id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
+	poll(t, e, name, "create "+backend)
+	e.pd("sleep", name)
+	home := filepath.Join(e.dir, "local", "volumes", id, "home")
+	if backend == "docker" {
+		home = ""
+		for _, o := range e.objectsOf(id) {
+			if o.Kind == sandbox.KindVolume && strings.HasSuffix(o.ID, "-home") {
+				home = "/var/lib/docker/volumes/" + o.ID + "/_data"
+			}
+		}
+		if home == "" {
+			t.Fatalf("no home volume among %+v", e.objectsOf(id))
+		}
+	}
+	return name, filepath.Join(home, ".claude")
+}
+
+// TestWakeWithHostileClaudeConfig: a FIFO in place of .claude.json (which
+// would block the Runner's read forever) and settings.json linked to
+// /dev/zero (endless): both read as no file, are replaced by seeded regular
+// files, and the session wakes.
+func TestWakeWithHostileClaudeConfig(t *testing.T) {
+	e := newEnv(t)
+	for _, be := range []string{"local", "docker"} {
+		name, cfg := asleepAtPrompt(t, e, "hostile-", be)
+		cj, st := filepath.Join(cfg, ".claude.json"), filepath.Join(cfg, "settings.json")
+		info, err := os.Stat(cj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, gid := int(info.Sys().(*syscall.Stat_t).Uid), int(info.Sys().(*syscall.Stat_t).Gid)
+		os.Remove(cj)
+		os.Remove(st)
+		if err := syscall.Mkfifo(cj, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(cj, uid, gid)
+		if err := os.Symlink("/dev/zero", st); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(st, uid, gid)
+		e.pd("wake", name)
+		poll(t, e, name, "wake "+be)
+		for _, f := range []string{".claude.json", "settings.json"} {
+			var doc map[string]any
+			if b := e.pd("exec", name, "--", "cat", sandbox.HomeDir+"/.claude/"+f); json.Unmarshal([]byte(b), &doc) != nil {
+				t.Errorf("%s: %s not written anew: %q", be, f, b[:min(len(b), 200)])
+			}
+		}
+		e.pd("rm", name)
+	}
+}
+
 // TestWakeWithBrokenClaudeConfig: Claude Code's config files in the box are
 // the box's to write; a box killed while Claude Code wrote one, or an agent,
 // can leave them broken. Written broken on the session's volume while the
@@ -61,23 +122,7 @@ func poll(t *testing.T, e *env, name, what string) {
 func TestWakeWithBrokenClaudeConfig(t *testing.T) {
 	e := newEnv(t)
 	for _, be := range []string{"local", "docker"} {
-		name := "broken-" + be
-		id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", be))
-		poll(t, e, name, "create "+be)
-		e.pd("sleep", name)
-		home := filepath.Join(e.dir, "local", "volumes", id, "home")
-		if be == "docker" {
-			home = ""
-			for _, o := range e.objectsOf(id) {
-				if o.Kind == sandbox.KindVolume && strings.HasSuffix(o.ID, "-home") {
-					home = "/var/lib/docker/volumes/" + o.ID + "/_data"
-				}
-			}
-			if home == "" {
-				t.Fatalf("no home volume among %+v", e.objectsOf(id))
-			}
-		}
-		cfg := filepath.Join(home, ".claude")
+		name, cfg := asleepAtPrompt(t, e, "broken-", be)
 		broken := map[string]string{".claude.json": "null", "settings.json": `{"env": {"A": `}
 		for f, content := range broken {
 			p := filepath.Join(cfg, f)

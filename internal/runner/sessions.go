@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -497,8 +498,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	// anyway). Whether the conversation is resumed is decided by the start
 	// script below, once any claude that ran before has exited: it may
 	// write its transcript only as it goes.
+	// Only regular files, and at most 8 MiB of each: a FIFO or a device
+	// the box put there reads as no file (and the new file replaces it).
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`cat "$1" 2>/dev/null; printf '\0'; cat "$2" 2>/dev/null; true`,
+		`r() { if [ -f "$1" ]; then head -c 8388608 "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
 		"sh", claudeJSON, settingsJSON)
 	sep := strings.LastIndexByte(out, 0)
 	if err != nil || code != 0 || sep < 0 {
@@ -630,22 +633,85 @@ func (r *Runner) selfTest(link *Link, s *session.Session) error {
 	return nil
 }
 
-// runIn runs a command in the box and returns its combined output.
+// What the Runner runs in a box for itself (runIn) ends within
+// runTimeout and may print at most runMaxOutput bytes. The box controls
+// what those commands meet — a FIFO or /dev/zero in place of a file, a
+// tmux socket that never answers, a fake guest that sends no exit code —
+// so without these bounds it could hold a session's lock, or the Runner's
+// start-up re-adoption that every session waits for, forever, or fill the
+// Runner's memory.
+const (
+	runTimeout   = 30 * time.Second
+	runMaxOutput = 20 << 20
+)
+
+// runIn runs a command in the box and returns its combined output. Past
+// runTimeout, or past runMaxOutput bytes of output, the process's stream is
+// aborted (the guest kills the process group; nothing more is read) and
+// runIn fails.
 func runIn(cl *channel.Client, env []string, stdin []byte, argv0 string, args ...string) (string, int, error) {
-	var out bytes.Buffer
-	p, err := cl.Exec(channel.ExecOptions{Argv: append([]string{argv0}, args...), Env: env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &out})
+	return runInLimits(cl, runTimeout, runMaxOutput, env, stdin, argv0, args...)
+}
+
+func runInLimits(cl *channel.Client, timeout time.Duration, maxOut int, env []string, stdin []byte, argv0 string, args ...string) (string, int, error) {
+	var proc atomic.Pointer[channel.Process]
+	out := &cappedBuffer{max: maxOut, over: func() {
+		if p := proc.Load(); p != nil {
+			p.Abort()
+		}
+	}}
+	p, err := cl.Exec(channel.ExecOptions{Argv: append([]string{argv0}, args...), Env: env, Dir: sandbox.WorkspaceDir, Stdout: out, Stderr: out})
 	if err != nil {
 		return "", -1, err
 	}
+	proc.Store(p)
+	if out.exceeded.Load() { // before the Store: over found no process
+		p.Abort()
+	}
+	var timedOut atomic.Bool
+	t := time.AfterFunc(timeout, func() { timedOut.Store(true); p.Abort() })
+	defer t.Stop()
 	if stdin != nil {
 		if _, err := p.Write(stdin); err != nil {
-			p.Close()
+			p.Abort()
+			if timedOut.Load() {
+				return "", -1, fmt.Errorf("%s in the box: no end after %v", argv0, timeout)
+			}
 			return "", -1, err
 		}
 	}
 	_ = p.CloseStdin()
 	code, err := p.Wait()
-	return out.String(), code, err
+	switch {
+	case out.exceeded.Load():
+		return "", -1, fmt.Errorf("%s in the box: more than %d bytes of output", argv0, maxOut)
+	case timedOut.Load():
+		return "", -1, fmt.Errorf("%s in the box: no end after %v", argv0, timeout)
+	}
+	return out.buf.String(), code, err
+}
+
+// cappedBuffer keeps up to max bytes; at the first write past that it
+// drops everything after, marks itself exceeded and calls over once. The
+// exec stream's one reading goroutine is its only writer; buf is read
+// once that goroutine is done (Process.Wait).
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	exceeded atomic.Bool
+	over     func()
+}
+
+func (c *cappedBuffer) Write(b []byte) (int, error) {
+	if c.exceeded.Load() {
+		return len(b), nil
+	}
+	if c.buf.Len()+len(b) > c.max {
+		c.exceeded.Store(true)
+		c.over()
+		return len(b), nil
+	}
+	return c.buf.Write(b)
 }
 
 // lockSession is how every operation on one session begins: wait for the
