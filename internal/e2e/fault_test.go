@@ -232,3 +232,46 @@ func TestUnresumableTranscriptKeptAside(t *testing.T) {
 	}
 	e.pd("rm", name)
 }
+
+// TestReadoptionNotHeldByABox: a box that deleted its guest socket (its
+// /run is its own) and is found running by a restarted Runner cannot hold
+// the start-up re-adoption that every session operation waits for: its
+// session fails with the reason, and another session is re-adopted and
+// usable, within the bound on waiting for a socket.
+func TestReadoptionNotHeldByABox(t *testing.T) {
+	e := newEnv(t)
+	for _, name := range []string{"holdout", "bystander"} {
+		e.pd("run", "-d", "--name", name, "--backend", "local")
+		poll(t, e, name, "create "+name)
+	}
+	e.pd("exec", "holdout", "--", "rm", sandbox.GuestSocket)
+	e.stop(syscall.SIGKILL)
+	e.start()
+	done := make(chan string, 1)
+	go func() { done <- e.pd("exec", "bystander", "--", "echo", "alive") }()
+	select {
+	case out := <-done:
+		if out != "alive\n" {
+			t.Fatalf("exec in the other session: %q", out)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the other session still waits for the re-adoption a box holds")
+	}
+	var ss []session.Session
+	if err := json.Unmarshal([]byte(e.pd("ls", "--json")), &ss); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range ss {
+		if s.Name != "holdout" {
+			continue
+		}
+		found = true
+		if s.Observed != session.Failed || !strings.Contains(s.Reason, "re-adopt") {
+			t.Errorf("the box without its socket: %s %q, want failed with the re-adoption's reason", s.Observed, s.Reason)
+		}
+	}
+	if !found {
+		t.Errorf("no session holdout in %+v", ss)
+	}
+}

@@ -1137,10 +1137,17 @@ func (r *Runner) reconcile(ctx context.Context) {
 		func() {
 			unlock := r.sessionLock(s.ID)
 			defer unlock()
+			// Every session waits for this loop: one box must not hold it
+			// (each step has its own bound too: Connect, runIn).
+			ctx, cancel := context.WithTimeout(ctx, adoptWait)
+			defer cancel()
 			r.reconcileOne(ctx, &s)
 		}()
 	}
 }
+
+// adoptWait bounds the re-adoption of one session at the Runner's start.
+const adoptWait = 2 * time.Minute
 
 func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 	be, err := r.backend(ctx, s.Backend)

@@ -567,6 +567,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	return b.box(r), nil
 }
 
+// connectWait bounds how long Connect waits for a running guest's socket.
+var connectWait = 10 * time.Second
+
 // Connect implements sandbox.Backend. The socket is reached inside the
 // guest's root, component by component, following no symlink
 // (dialInRoot): a box that puts a symlink at its own socket path gets a
@@ -579,6 +582,11 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	if r.PID == 0 || !alive(r.PID, r.PIDStart) {
 		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
 	}
+	// A guest that runs has its socket within milliseconds; one whose
+	// socket is still missing after connectWait has lost it (the box may
+	// delete it), and waiting on would hold whatever waits for this box.
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
 	var lastErr error
 	for {
 		c, err := dialInRoot(ctx, r.PID, sandbox.GuestSocket)
