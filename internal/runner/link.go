@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/channel"
@@ -35,6 +36,9 @@ type Link struct {
 	Session string
 	BoxID   string
 	Client  *channel.Client
+
+	open   atomic.Int32 // forwarded connections open (serveForwards)
+	warned atomic.Bool  // the limit on them was logged
 }
 
 // Close ends the channel (not the box).
@@ -87,6 +91,12 @@ func (r *Runner) linkSession(ctx context.Context, be sandbox.Backend, s *session
 	return l, nil
 }
 
+// maxForwards caps the connections one box has open at once to the
+// Runner's services (the credential proxy and the egress proxy together).
+// Each costs a channel stream, buffers and goroutines in the Runner; Claude
+// Code uses a handful.
+var maxForwards int32 = 512
+
 // serveForwards answers the streams the guest opens for forwarded connections.
 func (r *Runner) serveForwards(l *Link) {
 	for {
@@ -101,18 +111,40 @@ func (r *Runner) serveForwards(l *Link) {
 		if h.Type != channel.TypeForward || h.Service != ServiceAnthropic && h.Service != ServiceEgress {
 			_ = channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
 			st.Close()
-			r.log.Warn("box asked for an unknown service", logkey.Session, l.Session, "service", h.Service)
+			r.log.Warn("box asked for an unknown service", logkey.Session, l.Session, "service", truncateRunes(h.Service, 64))
+			continue
+		}
+		if l.open.Add(1) > maxForwards {
+			l.open.Add(-1)
+			_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("this box has %d connections open to paddock, the most allowed", maxForwards)})
+			st.Close()
+			if l.warned.CompareAndSwap(false, true) {
+				r.log.Warn("a box reached its limit of open connections to paddock; more are refused", logkey.Session, l.Session, "limit", maxForwards)
+			}
 			continue
 		}
 		if err := channel.WriteJSONLine(st, channel.Reply{OK: true}); err != nil {
+			l.open.Add(-1)
 			st.Close()
 			continue
 		}
-		if !target.push(&sessionConn{Conn: st, r: br, session: l.Session}) {
+		if !target.push(&sessionConn{Conn: st, r: br, session: l.Session, closed: func() { l.open.Add(-1) }}) {
+			l.open.Add(-1)
 			st.Close()
 			return
 		}
 	}
+}
+
+// truncateRunes cuts s to at most n runes, for a log line.
+func truncateRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i] + "…"
+		}
+		n--
+	}
+	return s
 }
 
 // sessionConn is a forwarded connection that knows its session.
@@ -120,9 +152,19 @@ type sessionConn struct {
 	net.Conn
 	r       *bufio.Reader // may hold bytes read past the header
 	session string
+	closed  func() // runs once, at the first Close
+	once    sync.Once
 }
 
 func (c *sessionConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *sessionConn) Close() error {
+	err := c.Conn.Close()
+	if c.closed != nil {
+		c.once.Do(c.closed)
+	}
+	return err
+}
 
 // connContext tags a forwarded connection's requests with its session.
 func connContext(ctx context.Context, c net.Conn) context.Context {

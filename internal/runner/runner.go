@@ -343,6 +343,16 @@ func (r *Runner) Listen() error {
 	return nil
 }
 
+// egressIdle bounds how long a box's kept-alive connection to the egress
+// proxy may wait for its next request, as the credential proxy's 2 minutes.
+var egressIdle = 2 * time.Minute
+
+// newEgressServer serves the egress proxy on the connections boxes forward.
+func newEgressServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: egressIdle,
+		ConnContext: connContext, MaxHeaderBytes: 64 << 10}
+}
+
 // WebURL is the login URL of the web page ("" when off). It holds the
 // login token: show it to the owner only.
 func (r *Runner) WebURL() string {
@@ -365,7 +375,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	// each carries its session in its context.
 	boxSrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	boxSrv.ConnContext = connContext
-	egressSrv := &http.Server{Handler: r.egress, ReadHeaderTimeout: 30 * time.Second, ConnContext: connContext, MaxHeaderBytes: 64 << 10}
+	egressSrv := newEgressServer(r.egress)
 	errc := make(chan error, 5)
 	var webSrv *http.Server
 	if r.webLn != nil {
