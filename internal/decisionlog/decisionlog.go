@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -86,11 +88,15 @@ func OpenDir(dir string) (*Dir, error) {
 }
 
 // Record implements Sink. Entries without a session (a request with no valid
-// token) are not written here; the Runner's own log has them.
+// token) are not written here; the Runner's own log has them. Fields a box
+// chooses (the model and tool-result ids from its request body, the names
+// it asks the egress proxy for, …) are cut to fieldMax bytes, and the ids
+// to idsMax, so that one request cannot make a line that hides the rest.
 func (d *Dir) Record(e Entry) {
 	if !validSession.MatchString(e.Session) {
 		return
 	}
+	clampEntry(&e)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	line, ok := appendEntry(d.buf[:0], &e)
@@ -127,6 +133,43 @@ func (d *Dir) Record(e Entry) {
 	} // n == 0: the file is as it was, torn or not
 }
 
+// Bounds on what one entry holds of what a box chose.
+const (
+	fieldMax = 256
+	idsMax   = 128
+)
+
+func clampEntry(e *Entry) {
+	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID} {
+		*f = clamp(*f)
+	}
+	if len(e.ToolResultIDs) > idsMax {
+		e.ToolResultIDs = e.ToolResultIDs[:idsMax]
+	}
+	copied := false
+	for i, id := range e.ToolResultIDs {
+		if len(id) > fieldMax {
+			if !copied { // the caller's slice is not written to
+				e.ToolResultIDs, copied = append([]string(nil), e.ToolResultIDs...), true
+			}
+			e.ToolResultIDs[i] = clamp(id)
+		}
+	}
+}
+
+// clamp cuts s to at most fieldMax bytes, at a rune boundary, marking the
+// cut with "…".
+func clamp(s string) string {
+	if len(s) <= fieldMax {
+		return s
+	}
+	cut := fieldMax - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func (d *Dir) fail(err error) {
 	if d.OnError != nil {
 		d.OnError(fmt.Errorf("write decision log: %w", err))
@@ -148,21 +191,63 @@ func (d *Dir) Read(session string, n int) ([]Entry, error) {
 	}
 	defer f.Close()
 	var out []Entry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e Entry
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
-			out = append(out, e)
-			if n > 0 && len(out) > 2*n {
-				out = append(out[:0], out[len(out)-n:]...)
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := readLine(br, maxLine)
+		if line != nil {
+			var e Entry
+			if json.Unmarshal(line, &e) == nil {
+				out = append(out, e)
+				if n > 0 && len(out) > 2*n {
+					out = append(out[:0], out[len(out)-n:]...)
+				}
 			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if n > 0 && len(out) > n {
 		out = out[len(out)-n:]
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// maxLine is the longest line Read decodes; a longer one (none that Record
+// writes now) is skipped whole, and the lines after it are read.
+const maxLine = 1 << 20
+
+// readLine returns the next line of br without its newline, or nil for a
+// line over max bytes, which it consumes; err is io.EOF after the last.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	over := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !over {
+			if len(line)+len(frag) > max+1 {
+				over, line = true, nil
+			} else {
+				line = append(line, frag...)
+			}
+		}
+		switch {
+		case err == nil:
+			if over {
+				return nil, nil
+			}
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && !over && len(line) > 0:
+			return line, nil // a last line without its newline
+		default:
+			return nil, err
+		}
+	}
 }
 
 // Remove deletes a session's file.
