@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/paddockhq/paddock/internal/tmuxcc"
 )
@@ -42,6 +43,12 @@ var ErrClosed = errors.New("mirror: closed")
 
 // QueueLen is the default bound of a participant's queue of output chunks.
 const QueueLen = 256
+
+// QueueBytes bounds the bytes a participant's queue holds: the chunks come
+// from the box (a line of up to tmuxcc.MaxLine), so a count alone would let
+// one stalled participant hold hundreds of megabytes. Past it, as past
+// QueueLen, the queue is dropped for a fresh snapshot.
+const QueueBytes = 8 << 20
 
 // Mirror is the control-mode client of one pane.
 type Mirror struct {
@@ -243,7 +250,8 @@ type Participant struct {
 
 	mu     sync.Mutex
 	q      chan []byte
-	resync bool // the queue overflowed; the next Read starts with a snapshot
+	queued atomic.Int64 // bytes in q: added by who puts a chunk in, taken by who takes it out
+	resync bool         // the queue overflowed; the next Read starts with a snapshot
 	closed bool
 	rows   int
 	cols   int
@@ -280,17 +288,19 @@ func (m *Mirror) Join(ctx context.Context, role Role, rows, cols int) (*Particip
 	}
 	p.mu.Lock()
 	var dropped bool
-	p.q, dropped = prepend(p.q, snap, cap(p.q))
+	p.q, dropped = prepend(p.q, snap, cap(p.q), &p.queued)
 	p.resync = p.resync || dropped
 	p.mu.Unlock()
 	return p, nil
 }
 
 // prepend puts first in front of what a queue already holds; dropped
-// reports that the queue could not hold it all (a resync is due).
-func prepend(q chan []byte, first []byte, n int) (chan []byte, bool) {
+// reports that the queue could not hold it all (a resync is due). queued
+// counts the bytes in the queue.
+func prepend(q chan []byte, first []byte, n int, queued *atomic.Int64) (chan []byte, bool) {
 	nq := make(chan []byte, n)
 	nq <- first
+	queued.Add(int64(len(first)))
 	dropped := false
 	for {
 		select {
@@ -299,6 +309,7 @@ func prepend(q chan []byte, first []byte, n int) (chan []byte, bool) {
 			case nq <- b:
 			default:
 				dropped = true
+				queued.Add(-int64(len(b)))
 			}
 		default:
 			return nq, dropped
@@ -321,12 +332,23 @@ func (p *Participant) offer(data []byte) {
 	if p.closed || p.resync {
 		return
 	}
-	select {
-	case p.q <- data:
-	default:
-		p.resync = true
-		for len(p.q) > 0 {
-			<-p.q
+	if n := int64(len(data)); p.queued.Add(n) <= QueueBytes {
+		select {
+		case p.q <- data:
+			return
+		default:
+		}
+		p.queued.Add(-n)
+	} else {
+		p.queued.Add(-n)
+	}
+	p.resync = true
+	for {
+		select {
+		case b := <-p.q:
+			p.queued.Add(-int64(len(b)))
+		default:
+			return
 		}
 	}
 }
@@ -347,6 +369,7 @@ func (p *Participant) Read(ctx context.Context) ([]byte, error) {
 		if !ok {
 			return nil, ErrClosed
 		}
+		p.queued.Add(-int64(len(b)))
 		return b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -193,3 +193,34 @@ func TestCommandsWaitForAttach(t *testing.T) {
 	}
 	outW.Close()
 }
+
+// TestQueueBytesBound: the chunks come from the box, up to a megabyte
+// each, so a stalled participant's queue is bounded in bytes as well as
+// in chunks: past QueueBytes it is dropped for a resync, and what Read
+// takes out is no longer counted.
+func TestQueueBytesBound(t *testing.T) {
+	p := &Participant{q: make(chan []byte, QueueLen)}
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < QueueBytes>>20; i++ {
+		p.offer(chunk)
+	}
+	if p.resync || p.queued.Load() != QueueBytes {
+		t.Fatalf("within the bound: resync %v, %d bytes queued", p.resync, p.queued.Load())
+	}
+	p.offer(chunk)
+	if !p.resync || len(p.q) != 0 || p.queued.Load() != 0 {
+		t.Fatalf("past the bound: resync %v, %d chunks and %d bytes queued", p.resync, len(p.q), p.queued.Load())
+	}
+	p = &Participant{q: make(chan []byte, QueueLen)}
+	p.offer([]byte("abc"))
+	p.offer([]byte("de"))
+	for _, want := range []string{"abc", "de"} {
+		b, err := p.Read(context.Background())
+		if err != nil || string(b) != want {
+			t.Fatalf("read %q %v", b, err)
+		}
+	}
+	if p.queued.Load() != 0 {
+		t.Fatalf("%d bytes still counted after reading all", p.queued.Load())
+	}
+}

@@ -23,6 +23,11 @@ const MaxLine = 1 << 20
 // MaxReply bounds the lines of one command reply.
 const MaxReply = 100000
 
+// MaxReplyBytes bounds the bytes of one command reply, all lines together:
+// lines of up to MaxLine, MaxReply of them, would be a hundred gigabytes
+// (the box can write into the control client's output).
+const MaxReplyBytes = 16 << 20
+
 // Event is one parsed line or reply.
 type Event struct {
 	// Kind is the notification without its '%' ("output", "exit",
@@ -114,6 +119,7 @@ func (r *Reader) Next() (Event, error) {
 	// A reply: lines up to %end or %error with the same number. tmux never
 	// sends notifications inside a reply block.
 	start := r.line
+	size := 0
 	for n := 0; ; n++ {
 		l, err := r.readLine()
 		if err != nil {
@@ -134,6 +140,9 @@ func (r *Reader) Next() (Event, error) {
 		}
 		if n >= MaxReply {
 			return Event{}, &Error{Line: start, Msg: fmt.Sprintf("reply longer than %d lines", MaxReply)}
+		}
+		if size += len(l); size > MaxReplyBytes {
+			return Event{}, &Error{Line: start, Msg: fmt.Sprintf("reply larger than %d bytes", MaxReplyBytes)}
 		}
 		ev.Lines = append(ev.Lines, l)
 	}

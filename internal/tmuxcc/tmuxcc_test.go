@@ -125,6 +125,18 @@ func TestBadLines(t *testing.T) {
 	if len(errs) != 1 || len(evs) != 1 || evs[0].Kind != "exit" {
 		t.Fatalf("long line: %d events %v", len(evs), errs)
 	}
+	// A reply of many long lines stops at MaxReplyBytes, before its
+	// lines fill memory: one error, with the reply's line number.
+	var big strings.Builder
+	big.WriteString("%begin 1 2 0\n")
+	line := strings.Repeat("y", MaxLine-1) + "\n"
+	for big.Len() < MaxReplyBytes+2*MaxLine {
+		big.WriteString(line)
+	}
+	r := NewReader(strings.NewReader(big.String()))
+	if _, err := r.Next(); err == nil || !strings.Contains(err.Error(), "reply larger than") || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("huge reply: %v", err)
+	}
 }
 
 func TestEscapesRoundTrip(t *testing.T) {
