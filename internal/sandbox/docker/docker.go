@@ -34,6 +34,7 @@ import (
 
 	pdkerr "github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Name of this backend.
@@ -164,10 +165,11 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 	if o.Workspace == "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: wsVolume(o.Session), Target: sandbox.WorkspaceDir})
 	} else {
-		if err := checkWorkspace(o.Workspace); err != nil {
+		real, err := checkWorkspace(o.Workspace)
+		if err != nil {
 			return Spec{}, err
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: o.Workspace, Target: sandbox.WorkspaceDir,
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: real, Target: sandbox.WorkspaceDir,
 			BindOptions: &mount.BindOptions{NonRecursive: true}})
 	}
 	no := false
@@ -211,26 +213,33 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 }
 
 // checkWorkspace refuses host directories that would hand the box the
-// daemon or the host: the Docker socket, /, and the kernel's trees.
-func checkWorkspace(ws string) error {
+// daemon or the host: the Docker socket, /, and the kernel's trees. It
+// returns the directory's path with its symlinks resolved, which is what is
+// checked and bound.
+func checkWorkspace(ws string) (string, error) {
 	if !filepath.IsAbs(ws) {
-		return fmt.Errorf("workspace %q must be absolute: %w", ws, pdkerr.ErrInvalid)
+		return "", fmt.Errorf("workspace %q must be absolute: %w", ws, pdkerr.ErrInvalid)
 	}
-	clean := filepath.Clean(ws)
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q must be an existing directory: %w", ws, pdkerr.ErrInvalid)
+	}
+	// The check is of where the path leads, not of its text: a symlink
+	// to /run would otherwise pass. Docker binds the resolved path.
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %v: %w", ws, err, pdkerr.ErrInvalid)
+	}
 	for _, bad := range []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker", "/etc", "/boot"} {
-		if clean == bad || strings.HasPrefix(clean, bad+"/") && bad != "/" {
-			return fmt.Errorf("workspace %s is a system directory: %w", ws, pdkerr.ErrForbidden)
+		if real == bad || strings.HasPrefix(real, bad+"/") && bad != "/" {
+			return "", fmt.Errorf("workspace %s is a system directory (%s): %w", ws, real, pdkerr.ErrForbidden)
 		}
 	}
 	for _, sock := range []string{"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"} {
-		if rel, err := filepath.Rel(clean, sock); err == nil && !strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("workspace %s contains the daemon socket %s: %w", ws, sock, pdkerr.ErrForbidden)
+		if rel, err := filepath.Rel(real, sock); err == nil && !strings.HasPrefix(rel, "..") {
+			return "", fmt.Errorf("workspace %s contains the daemon socket %s: %w", ws, sock, pdkerr.ErrForbidden)
 		}
 	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return fmt.Errorf("workspace %q must be an existing directory: %w", ws, pdkerr.ErrInvalid)
-	}
-	return nil
+	return real, nil
 }
 
 func mapErr(op string, err error) error {
@@ -297,7 +306,35 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 }
 
 // Start implements sandbox.Backend.
+//
+// A host workspace is checked first: Docker resolves a bind's source again
+// at every start, so a symlink that appeared on its path since the box was
+// made (another box may write a parent directory) would bind wherever it
+// points. Its path must still lead, symlink-free, to a directory; else the
+// start is refused. (Docker resolves the path itself after this check: a
+// box that swaps the symlink in and out can still race it; the local
+// backend binds by descriptor and cannot be raced.)
 func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
+	ins, err := b.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return sandbox.Box{}, mapErr("inspect box", err)
+	}
+	for _, m := range ins.Mounts {
+		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
+			continue
+		}
+		fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, m.Source)
+		if err != nil {
+			return sandbox.Box{}, fmt.Errorf("workspace %s: its path no longer leads, without a symlink, to the directory bound when the box was made: %v: %w",
+				m.Source, err, pdkerr.ErrConflict)
+		}
+		var st unix.Stat_t
+		serr := unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if serr != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return sandbox.Box{}, fmt.Errorf("workspace %s is no longer a directory: %w", m.Source, pdkerr.ErrConflict)
+		}
+	}
 	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return sandbox.Box{}, mapErr("start box", err)
 	}

@@ -60,7 +60,11 @@ func TestSpecHardened(t *testing.T) {
 			t.Fatal("home is not a named volume")
 		}
 	}
-	for _, bad := range []string{"/", "/var/run", "/run", "/proc", "/etc", "relative", "/var/lib/docker/volumes"} {
+	toRun := filepath.Join(t.TempDir(), "innocent")
+	if err := os.Symlink("/run", toRun); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"/", "/var/run", "/run", "/proc", "/etc", "relative", "/var/lib/docker/volumes", toRun} {
 		if _, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: bad}, "img"); !errdefs.Is(err, errdefs.ErrForbidden) && !errdefs.Is(err, errdefs.ErrInvalid) {
 			t.Errorf("workspace %q accepted: %v", bad, err)
 		}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,31 +28,17 @@ var errNotSocket = errors.New("not a socket")
 // opened with O_NOFOLLOW from the one before, the last component must be a
 // socket, and the connection goes through /proc/self/fd/<its descriptor>.
 func dialInRoot(ctx context.Context, pid int, path string) (net.Conn, error) {
-	rel, ok := strings.CutPrefix(path, "/")
-	parts := strings.Split(rel, "/")
-	for _, p := range parts {
-		if !ok || p == "" || p == "." || p == ".." {
-			return nil, fmt.Errorf("dial %s in the box: not a clean absolute path", path)
-		}
-	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in the box: open its root: %w", path, err)
 	}
-	for i, p := range parts {
-		flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		if i < len(parts)-1 {
-			flags |= unix.O_DIRECTORY // a symlink here fails with ENOTDIR
-		}
-		next, err := unix.Openat(fd, p, flags, 0)
-		unix.Close(fd)
-		if err != nil {
-			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-				err = errNotSocket
-			}
-			return nil, fmt.Errorf("dial %s in the box: %s: %w", path, p, err)
-		}
-		fd = next
+	fd, err := sandbox.OpenNoFollow(root, path)
+	unix.Close(root)
+	if errors.Is(err, sandbox.ErrSymlink) {
+		return nil, fmt.Errorf("dial %s in the box: %w: %w", path, errNotSocket, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dial %s in the box: %w", path, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t

@@ -44,6 +44,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroup"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Name of this backend.
@@ -125,10 +126,16 @@ type record struct {
 	Created   time.Time         `json:"created"`
 	UID       int               `json:"uid"`
 	Workspace string            `json:"workspace,omitempty"` // host dir, or "" for the volume's
-	Limits    sandbox.Limits    `json:"limits"`
-	Claude    string            `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
-	Notes     []string          `json:"notes,omitempty"`
-	Cgroup    *cgroup.Group     `json:"cgroup,omitempty"`
+	// WorkspaceReal is Workspace with the symlinks of its path resolved
+	// when the box was made (the owner chose them). Each start binds it
+	// through a descriptor opened without following any symlink, so one
+	// that appears on the path later — another box may write a parent
+	// directory — is refused, never followed.
+	WorkspaceReal string         `json:"workspace_real,omitempty"`
+	Limits        sandbox.Limits `json:"limits"`
+	Claude        string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
+	Notes         []string       `json:"notes,omitempty"`
+	Cgroup        *cgroup.Group  `json:"cgroup,omitempty"`
 	// The running instance, if any: the guest's host pid and its start
 	// time (to tell it from a recycled pid).
 	PID      int    `json:"pid,omitempty"`
@@ -197,10 +204,14 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
 	}
+	var wsReal string
 	if o.Workspace != "" {
 		fi, err := os.Stat(o.Workspace)
 		if err != nil || !fi.IsDir() || !filepath.IsAbs(o.Workspace) {
 			return sandbox.Box{}, fmt.Errorf("workspace %q must be an existing absolute directory: %w", o.Workspace, errdefs.ErrInvalid)
+		}
+		if wsReal, err = filepath.EvalSymlinks(o.Workspace); err != nil {
+			return sandbox.Box{}, fmt.Errorf("workspace %q: %w", o.Workspace, err)
 		}
 	}
 	b.mu.Lock()
@@ -235,7 +246,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
+		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -419,9 +430,9 @@ func alive(pid int, start uint64) bool {
 func (b *Backend) args(r *record) []string {
 	dir := b.boxDir(r.ID)
 	vol := b.volDir(r.Session)
-	ws := filepath.Join(vol, "workspace")
+	wsBind := []string{"--bind", filepath.Join(vol, "workspace"), sandbox.WorkspaceDir}
 	if r.Workspace != "" {
-		ws = r.Workspace
+		wsBind = []string{"--bind-fd", strconv.Itoa(workspaceFD), sandbox.WorkspaceDir} // see Start
 	}
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -461,7 +472,9 @@ func (b *Backend) args(r *record) []string {
 	}
 	a = append(a,
 		"--bind", filepath.Join(vol, "home"), sandbox.HomeDir,
-		"--bind", ws, sandbox.WorkspaceDir,
+	)
+	a = append(a, wsBind...)
+	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", sandbox.WorkspaceDir,
 		"--setenv", "HOME", sandbox.HomeDir,
@@ -484,10 +497,12 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if r.PID != 0 && alive(r.PID, r.PIDStart) {
 		return b.box(r), nil
 	}
+	var ws *os.File // the host workspace, bound by descriptor (workspaceFD)
 	if r.Workspace != "" {
-		if fi, err := os.Stat(r.Workspace); err != nil || !fi.IsDir() {
-			return sandbox.Box{}, fmt.Errorf("workspace %s is gone: %w", r.Workspace, errdefs.ErrConflict)
+		if ws, err = b.openWorkspace(r); err != nil {
+			return sandbox.Box{}, err
 		}
+		defer ws.Close()
 	}
 	grp, ap := cgroup.Create(r.ID, cgroup.Limits{MemoryBytes: r.Limits.MemoryBytes, Pids: r.Limits.Pids, CPUs: r.Limits.CPUs})
 	r.Cgroup, r.Notes = grp, ap.Notes
@@ -508,6 +523,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	cmd := exec.Command("/bin/sh", argv...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.ExtraFiles = []*os.File{gate, infoW} // fd 3, fd 4
+	if ws != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ws) // workspaceFD
+	}
 	logf, _ := os.OpenFile(filepath.Join(b.boxDir(r.ID), "bwrap.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if logf != nil {
 		cmd.Stderr, cmd.Stdout = logf, logf
@@ -569,6 +587,40 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 
 // connectWait bounds how long Connect waits for a running guest's socket.
 var connectWait = 10 * time.Second
+
+// workspaceFD is the descriptor bwrap finds the host workspace on.
+const workspaceFD = 5
+
+// openWorkspace opens a box's host workspace for binding: the path
+// resolved when the box was made, walked without following any symlink
+// (sandbox.OpenNoFollow). A box made before that resolution was recorded
+// gets it now, once.
+func (b *Backend) openWorkspace(r *record) (*os.File, error) {
+	if r.WorkspaceReal == "" {
+		real, err := filepath.EvalSymlinks(r.Workspace)
+		if err != nil {
+			return nil, fmt.Errorf("workspace %s is gone: %v: %w", r.Workspace, err, errdefs.ErrConflict)
+		}
+		r.WorkspaceReal = real
+		if err := b.save(r); err != nil {
+			return nil, err
+		}
+	}
+	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, r.WorkspaceReal)
+	if errors.Is(err, sandbox.ErrSymlink) {
+		return nil, fmt.Errorf("workspace %s: its path now leads through a symlink (%v); paddock binds only the directory it had when the session was made: %w",
+			r.Workspace, err, errdefs.ErrConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s is gone: %v: %w", r.Workspace, err, errdefs.ErrConflict)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return nil, fmt.Errorf("workspace %s is no longer a directory: %w", r.Workspace, errdefs.ErrConflict)
+	}
+	return os.NewFile(uintptr(fd), r.WorkspaceReal), nil
+}
 
 // Connect implements sandbox.Backend. The socket is reached inside the
 // guest's root, component by component, following no symlink

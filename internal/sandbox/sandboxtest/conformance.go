@@ -473,6 +473,45 @@ func workspace(t *testing.T, s Setup) {
 	if got, err := os.ReadFile(filepath.Join(dir, "from-box.txt")); err != nil || string(got) != "box\n" {
 		t.Fatalf("file written in the box: %q %v", got, err)
 	}
+
+	// Another box that may write the workspace's parent directory swaps
+	// the workspace for a symlink to a directory of the host. The next
+	// start must not bind that directory: it is refused, and works again
+	// once the workspace is back.
+	ctx := context.Background()
+	if err := s.Backend.Stop(ctx, b.ID, sandbox.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := s.Workspace(t)
+	if err := os.WriteFile(filepath.Join(secret, "secret.txt"), []byte("host only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Backend.Start(ctx, b.ID); err == nil {
+		cl := Connect(t, s.Backend, b.ID)
+		nb := &Box{Box: b.Box, Client: cl}
+		out, _, _ := nb.Run(t, `cat /workspace/secret.txt 2>&1; ls /workspace`)
+		cl.Close()
+		t.Fatalf("started with the workspace swapped for a symlink; the box sees: %q", out)
+	}
+	os.Remove(dir)
+	if err := os.Rename(dir+".moved", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Backend.Start(ctx, b.ID); err != nil {
+		t.Fatalf("start with the workspace back: %v", err)
+	}
+	cl := Connect(t, s.Backend, b.ID)
+	defer cl.Close()
+	nb := &Box{Box: b.Box, Client: cl}
+	if out, _, code := nb.Run(t, `cat /workspace/from-box.txt`); code != 0 || out != "box\n" {
+		t.Fatalf("workspace after the swap back: %d %q", code, out)
+	}
 }
 
 func keepVolume(t *testing.T, s Setup) {
