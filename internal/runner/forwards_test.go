@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/egress"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // TestForwardsCapped: a box cannot open connections to the Runner's
@@ -31,7 +32,8 @@ func TestForwardsCapped(t *testing.T) {
 	}
 	defer cl.Close()
 	defer guest.Close()
-	r := &Runner{log: slog.New(slog.DiscardHandler), boxConns: newChanListener(), egressConns: newChanListener()}
+	logs := &testenv.Buffer{}
+	r := &Runner{log: slog.New(slog.NewTextHandler(logs, nil)), boxConns: newChanListener(), egressConns: newChanListener()}
 	defer r.boxConns.Close()
 	defer r.egressConns.Close()
 	got := make(chan net.Conn, 64)
@@ -59,6 +61,18 @@ func TestForwardsCapped(t *testing.T) {
 	(<-got).Close()
 	if _, _, err := guest.OpenForward(ServiceAnthropic); err != nil {
 		t.Fatalf("forward after a close: %v", err)
+	}
+	// Unknown services are refused, and logged once, however often asked.
+	for i := 0; i < 50; i++ {
+		if _, _, err := guest.OpenForward(strings.Repeat("x", 1000)); err == nil {
+			t.Fatal("an unknown service was answered")
+		}
+	}
+	if n := strings.Count(logs.String(), "unknown service"); n != 1 {
+		t.Fatalf("%d log lines for 50 unknown services, want 1:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), strings.Repeat("x", 100)) {
+		t.Fatal("the box's service name is logged whole")
 	}
 }
 

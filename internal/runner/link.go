@@ -37,8 +37,9 @@ type Link struct {
 	BoxID   string
 	Client  *channel.Client
 
-	open   atomic.Int32 // forwarded connections open (serveForwards)
-	warned atomic.Bool  // the limit on them was logged
+	open          atomic.Int32 // forwarded connections open (serveForwards)
+	warned        atomic.Bool  // the limit on them was logged
+	warnedService atomic.Bool  // an unknown service was logged
 }
 
 // Close ends the channel (not the box).
@@ -111,7 +112,9 @@ func (r *Runner) serveForwards(l *Link) {
 		if h.Type != channel.TypeForward || h.Service != ServiceAnthropic && h.Service != ServiceEgress {
 			_ = channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
 			st.Close()
-			r.log.Warn("box asked for an unknown service", logkey.Session, l.Session, "service", truncateRunes(h.Service, 64))
+			if l.warnedService.CompareAndSwap(false, true) { // once per link: the box may ask in a loop
+				r.log.Warn("box asked for an unknown service; later ones are refused without a log line", logkey.Session, l.Session, "service", truncateRunes(h.Service, 64))
+			}
 			continue
 		}
 		if l.open.Add(1) > maxForwards {
