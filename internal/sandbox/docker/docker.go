@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -169,7 +170,14 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 		if err != nil {
 			return Spec{}, err
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: real, Target: sandbox.WorkspaceDir,
+		src := real
+		if b.ownMounts() {
+			// Docker binds paddock's own mount of the workspace, which
+			// Start makes from a descriptor (mountWorkspace).
+			src = b.wsMount(o.Session)
+			labels[labelWorkspace] = real
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: sandbox.WorkspaceDir,
 			BindOptions: &mount.BindOptions{NonRecursive: true}})
 	}
 	no := false
@@ -210,6 +218,94 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		},
 	}, nil
+}
+
+// labelWorkspace is, on a box whose host workspace Docker binds through
+// paddock's own mount, the workspace's path as resolved when the box was
+// made.
+const labelWorkspace = "paddock.workspace"
+
+// ownMounts: a root Runner binds each host workspace onto a directory of
+// its own (wsMount) from a descriptor, and Docker binds that directory,
+// whose path no box can write: nothing a box does to the workspace's path
+// after the box is made changes what Docker binds. Without root, Docker
+// binds the workspace's path, checked just before each start.
+func (b *Backend) ownMounts() bool { return os.Geteuid() == 0 }
+
+func (b *Backend) wsMount(session string) string {
+	return filepath.Join(b.cfg.Dir, "workspaces", session)
+}
+
+// openDirNoFollow opens a directory by path without following a symlink
+// on the way (sandbox.OpenNoFollow); one there is a conflict: the path
+// leads elsewhere than when the box was made.
+func openDirNoFollow(path string) (int, error) {
+	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, path)
+	if err != nil {
+		return -1, fmt.Errorf("workspace %s: its path no longer leads, without a symlink, to the directory bound when the box was made: %v: %w",
+			path, err, pdkerr.ErrConflict)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return -1, fmt.Errorf("workspace %s is no longer a directory: %w", path, pdkerr.ErrConflict)
+	}
+	return fd, nil
+}
+
+// mountWorkspace (re)binds the workspace real onto the session's wsMount,
+// from a descriptor opened without following any symlink.
+func (b *Backend) mountWorkspace(session, real string) error {
+	if err := sandbox.ValidSession(session); err != nil {
+		return err
+	}
+	fd, err := openDirNoFollow(real)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	mp := b.wsMount(session)
+	if err := os.MkdirAll(mp, 0o700); err != nil {
+		return fmt.Errorf("workspace mount point: %w", err)
+	}
+	unmountAll(mp)
+	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), mp, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind the workspace %s for the box: %w", real, err)
+	}
+	return nil
+}
+
+// unmountAll takes every mount off mp (a Runner that died between two
+// steps may have left one more than one).
+func unmountAll(mp string) {
+	for i := 0; i < 8 && unix.Unmount(mp, unix.MNT_DETACH) == nil; i++ {
+	}
+}
+
+// dropWorkspaceMount undoes mountWorkspace when the box is removed.
+func (b *Backend) dropWorkspaceMount(session string) {
+	if sandbox.ValidSession(session) != nil {
+		return
+	}
+	mp := b.wsMount(session)
+	unmountAll(mp)
+	_ = os.Remove(mp)
+}
+
+// checkBoundWorkspace walks a box's bound workspace path, as
+// openDirNoFollow, before Docker resolves it again to start the box.
+func checkBoundWorkspace(mounts []container.MountPoint) error {
+	for _, m := range mounts {
+		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
+			continue
+		}
+		fd, err := openDirNoFollow(m.Source)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+	}
+	return nil
 }
 
 // checkWorkspace refuses host directories that would hand the box the
@@ -293,6 +389,12 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, err
 		}
 	}
+	if real := spec.Config.Labels[labelWorkspace]; real != "" {
+		// Docker wants a bind's source to exist when the container is made.
+		if err := b.mountWorkspace(o.Session, real); err != nil {
+			return sandbox.Box{}, err
+		}
+	}
 	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
@@ -307,32 +409,35 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 
 // Start implements sandbox.Backend.
 //
-// A host workspace is checked first: Docker resolves a bind's source again
-// at every start, so a symlink that appeared on its path since the box was
-// made (another box may write a parent directory) would bind wherever it
-// points. Its path must still lead, symlink-free, to a directory; else the
-// start is refused. (Docker resolves the path itself after this check: a
-// box that swaps the symlink in and out can still race it; the local
-// backend binds by descriptor and cannot be raced.)
+// A host workspace comes first. Docker resolves a bind's source again at
+// every start, so a symlink that appeared on the workspace's path since the
+// box was made (another box may write a parent directory) would bind
+// wherever it points. A root Runner rebinds the workspace onto its own
+// mount point from a descriptor opened without following any symlink, and
+// Docker binds that mount point, which no box can change (ownMounts).
+// Otherwise the path must still lead, symlink-free, to a directory; Docker
+// resolves it again after that check, which a box swapping a symlink in
+// and out can race (SECURITY.md, known limits). Either way a symlink on the
+// path refuses the start.
 func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	ins, err := b.cli.ContainerInspect(ctx, id)
 	if err != nil {
 		return sandbox.Box{}, mapErr("inspect box", err)
 	}
-	for _, m := range ins.Mounts {
-		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
-			continue
+	if ins.Config == nil {
+		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
+	}
+	if real := ins.Config.Labels[labelWorkspace]; real != "" {
+		if ins.State == nil || !ins.State.Running {
+			if err := b.mountWorkspace(ins.Config.Labels[sandbox.LabelSession], real); err != nil {
+				return sandbox.Box{}, err
+			}
 		}
-		fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, m.Source)
-		if err != nil {
-			return sandbox.Box{}, fmt.Errorf("workspace %s: its path no longer leads, without a symlink, to the directory bound when the box was made: %v: %w",
-				m.Source, err, pdkerr.ErrConflict)
-		}
-		var st unix.Stat_t
-		serr := unix.Fstat(fd, &st)
-		unix.Close(fd)
-		if serr != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return sandbox.Box{}, fmt.Errorf("workspace %s is no longer a directory: %w", m.Source, pdkerr.ErrConflict)
+	} else {
+		// A box made by a Runner that could not mount (not root), or
+		// before paddock did: its bind's source is the workspace itself.
+		if err := checkBoundWorkspace(ins.Mounts); err != nil {
+			return sandbox.Box{}, err
 		}
 	}
 	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
@@ -418,6 +523,9 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) &&
 		!strings.Contains(err.Error(), "already in progress") {
 		return mapErr("remove box", err)
+	}
+	if ins.Config.Labels[labelWorkspace] != "" {
+		b.dropWorkspaceMount(session)
 	}
 	if o.KeepVolume || session == "" {
 		return nil
@@ -506,6 +614,9 @@ func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 	switch o.Kind {
 	case sandbox.KindBox:
 		err := b.cli.ContainerRemove(ctx, o.ID, container.RemoveOptions{Force: true})
+		if err == nil && o.Labels[labelWorkspace] != "" {
+			b.dropWorkspaceMount(o.Session)
+		}
 		if cerrdefs.IsNotFound(err) || err != nil && strings.Contains(err.Error(), "already in progress") {
 			return nil
 		}

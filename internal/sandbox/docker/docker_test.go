@@ -49,8 +49,17 @@ func TestSpecHardened(t *testing.T) {
 					t.Fatal("resolv.conf writable")
 				}
 			case sandbox.WorkspaceDir:
-				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != ws) {
+				// As root Docker binds paddock's own mount point of the
+				// workspace; the workspace itself is in a label.
+				src := ws
+				if os.Geteuid() == 0 {
+					src = filepath.Join(b.cfg.Dir, "workspaces", "s1")
+				}
+				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != src) {
 					t.Fatalf("workspace mount %+v", m)
+				}
+				if workspace != "" && os.Geteuid() == 0 && c.Labels[labelWorkspace] != ws {
+					t.Fatalf("workspace label %q", c.Labels[labelWorkspace])
 				}
 			default:
 				t.Fatalf("unexpected mount %+v", m)
@@ -95,4 +104,43 @@ func TestConformance(t *testing.T) {
 			return d
 		},
 	})
+}
+
+// TestWorkspaceOwnMount: as root, Docker binds paddock's own mount point of
+// a host workspace, made from a descriptor; it holds the workspace while
+// the box exists and is gone, unmounted, once the box is removed.
+func TestWorkspaceOwnMount(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	img := imagetest.BoxImage(t, cli)
+	dir := filepath.Join(testenv.TraversableTempDir(t), "docker")
+	be, err := New(context.Background(), Config{Image: img, Dir: dir, Owner: testenv.UniqueOwner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	ws := filepath.Join(testenv.TraversableTempDir(t), "ws")
+	os.Mkdir(ws, 0o777)
+	os.WriteFile(filepath.Join(ws, "mark"), []byte("here"), 0o644)
+	ctx := context.Background()
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "ownmount", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, "workspaces", "ownmount")
+	if b, err := os.ReadFile(filepath.Join(mp, "mark")); err != nil || string(b) != "here" {
+		t.Fatalf("the mount point does not hold the workspace: %q %v", b, err)
+	}
+	if err := be.Remove(ctx, bx.ID, sandbox.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mp); !os.IsNotExist(err) {
+		t.Fatalf("the mount point is left after the box: %v", err)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), mp) {
+		t.Fatalf("still mounted at %s", mp)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "mark")); err != nil || string(b) != "here" {
+		t.Fatalf("the workspace itself lost its file: %q %v", b, err)
+	}
 }
