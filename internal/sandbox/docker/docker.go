@@ -396,6 +396,9 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 	}
 	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
+	if err != nil && spec.Config.Labels[labelWorkspace] != "" && !cerrdefs.IsConflict(err) {
+		b.dropWorkspaceMount(o.Session) // no box holds it (a conflict: the session's box does)
+	}
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return sandbox.Box{}, fmt.Errorf("session %s already has a box: %w", o.Session, pdkerr.ErrConflict)
