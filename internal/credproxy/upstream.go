@@ -41,8 +41,10 @@ import (
 //   - An answer whose head comes before a large request is all written (a
 //     413 from an upstream that then stops reading; a stream started before
 //     the body is read, golang/go#40747) is returned at once. The rest of the
-//     request goes on while the answer is read; if it has not all gone when
-//     the answer ends, it is stopped and the connection is not reused.
+//     request goes on while the answer is read; if it has not all gone
+//     250 ms after the answer ends, it is stopped and the connection is not
+//     reused. RoundTrip and the body's end return only once the write is
+//     done with the request's body.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
@@ -219,13 +221,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		default: // still writing: the answer's end settles it (upstreamBody.finish)
 		}
 	}
-	if err := timedOut(nil); err != nil {
+	// From here a failure must also wait for a write still running: it
+	// reads req.Body, which the caller reuses once RoundTrip returns.
+	failAfterHead := func(err error) (*http.Response, error) {
 		resp.Body.Close()
-		return fail(err)
+		r, err := fail(err) // closes the connection: the write ends
+		if writing != nil {
+			<-writing
+		}
+		return r, err
+	}
+	if err := timedOut(nil); err != nil {
+		return failAfterHead(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body.Close()
-		return fail(errors.New("credproxy: upstream switched protocols"))
+		return failAfterHead(errors.New("credproxy: upstream switched protocols"))
 	}
 	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx, writing: writing,
 		reuse: !resp.Close && !req.Close}
@@ -384,11 +394,12 @@ func (b *upstreamBody) finish(atEOF bool) {
 		return
 	}
 	b.done = true
-	if b.writing != nil && !b.wrote() {
-		b.reuse = false
-	}
 	finished := b.state.CompareAndSwap(bodyActive, bodyFinished)
-	if b.cw.stop() && finished && atEOF && b.reuse {
+	keep := b.cw.stop() && finished && atEOF && b.reuse
+	if b.writing != nil && !b.wrote(keep) {
+		keep = false
+	}
+	if keep {
 		b.t.put(b.uc)
 		return
 	}
@@ -396,19 +407,37 @@ func (b *upstreamBody) finish(atEOF bool) {
 }
 
 // wrote settles a request write still running when the answer's head came
-// and reports whether the whole request went out. A write still blocked
-// now, with the answer over, is an upstream that will not read the rest:
-// it is stopped, and the connection cannot be reused.
-func (b *upstreamBody) wrote() bool {
+// and reports whether the whole request went out; the writer is done when
+// it returns (it reads the request's body, which the caller reuses).
+//
+// An upstream that read the whole request before it ended its answer may
+// still have the writer a moment from reporting it: when the connection
+// could be kept, it is given writeGrace. A write still blocked after that
+// is an upstream that will not read the rest: it is stopped with a past
+// deadline, and the connection is not reused.
+func (b *upstreamBody) wrote(couldKeep bool) bool {
 	select {
 	case err := <-b.writing:
 		return err == nil
 	default:
 	}
+	if couldKeep {
+		t := time.NewTimer(writeGrace)
+		select {
+		case err := <-b.writing:
+			t.Stop()
+			return err == nil
+		case <-t.C:
+		}
+	}
 	b.uc.conn.SetWriteDeadline(aLongTimeAgo)
 	<-b.writing
 	return false // even had it just ended: the connection has a deadline now
 }
+
+// writeGrace is how long wrote waits for a request write that may be just
+// ending before it stops it.
+const writeGrace = 250 * time.Millisecond
 
 // get returns a live pooled connection for key, or dials one.
 func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {

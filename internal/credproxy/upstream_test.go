@@ -347,6 +347,27 @@ func TestTransportEarlyAnswer(t *testing.T) {
 			t.Fatalf("%d connections for 3 requests: a stream begun early must keep its connection", n)
 		}
 	})
+	t.Run("an answer that fails while the body is written", func(t *testing.T) {
+		// A 101 (paddock never asks to switch) before the body is read:
+		// RoundTrip fails, and only once its writer is done with the body,
+		// which the proxy reuses for another request once it returns.
+		release := make(chan struct{})
+		defer close(release)
+		addr := serveConns(t, func(c net.Conn) {
+			http.ReadRequest(bufio.NewReader(c))
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+			<-release // open, not reading
+		})
+		body := &closeMark{Reader: strings.NewReader(big)}
+		req, _ := http.NewRequest("POST", "http://"+addr+"/", body)
+		req.ContentLength = int64(len(big))
+		if _, err := NewTransport(4, time.Minute).RoundTrip(req); err == nil {
+			t.Fatal("a 101 was accepted")
+		}
+		if !body.closed.Load() {
+			t.Fatal("RoundTrip returned while its writer still had the body")
+		}
+	})
 	t.Run("reads nothing, answers nothing", func(t *testing.T) {
 		release := make(chan struct{})
 		defer close(release)
@@ -370,6 +391,19 @@ func TestTransportEarlyAnswer(t *testing.T) {
 			t.Fatal("the request write hung")
 		}
 	})
+}
+
+// closeMark is a request body that records its Close, which takes a
+// moment: a RoundTrip that does not wait for its writer returns first.
+type closeMark struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *closeMark) Close() error {
+	time.Sleep(50 * time.Millisecond)
+	c.closed.Store(true)
+	return nil
 }
 
 // serveOK answers every request on c with 200 "ok".
