@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -31,6 +32,8 @@ type Process struct {
 	br *bufio.Reader
 
 	wmu sync.Mutex // serializes frames written to st
+
+	aborted atomic.Bool // Abort was called
 
 	stdout, stderr io.Writer
 
@@ -66,6 +69,9 @@ func (p *Process) readLoop() {
 	for {
 		typ, payload, nb, err := ReadFrame(p.br, buf)
 		buf = nb
+		if err == nil && p.aborted.Load() {
+			err = errors.New("aborted")
+		}
 		if err != nil {
 			p.err = fmt.Errorf("channel: exec stream ended before the exit code: %w", err)
 			p.st.Close()
@@ -136,6 +142,7 @@ func (p *Process) Close() error { return p.st.Close() }
 // that may not be trusted to stop: one that goes on sending, or never sends
 // the exit code.
 func (p *Process) Abort() {
+	p.aborted.Store(true) // the read loop stops at its next frame, even one already buffered
 	_ = p.st.SetReadDeadline(time.Unix(1, 0))
 	_ = p.st.Close()
 }

@@ -112,6 +112,41 @@ func TestWakeWithHostileClaudeConfig(t *testing.T) {
 	}
 }
 
+// TestWakeWithLargeClaudeConfig: a .claude.json too large to read whole
+// (Claude Code's own can grow to megabytes) is left exactly as it is — not
+// cut, not kept aside as invalid — and the session wakes.
+func TestWakeWithLargeClaudeConfig(t *testing.T) {
+	e := newEnv(t)
+	name, cfg := asleepAtPrompt(t, e, "large-", "local")
+	cj := filepath.Join(cfg, ".claude.json")
+	info, err := os.Stat(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := `{"hasCompletedOnboarding": true, "projects": {"/workspace": {"hasTrustDialogAccepted": true}}, "history": "` +
+		strings.Repeat("h", 17<<20) + `"}`
+	if err := os.WriteFile(cj, []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(cj, int(info.Sys().(*syscall.Stat_t).Uid), int(info.Sys().(*syscall.Stat_t).Gid))
+	e.pd("wake", name)
+	poll(t, e, name, "wake")
+	// Claude Code rewrites the file as it starts; what paddock must not
+	// have done is cut it or replace it.
+	var doc struct {
+		History string `json:"history"`
+	}
+	if b, err := os.ReadFile(cj); err != nil || json.Unmarshal(b, &doc) != nil || len(doc.History) != 17<<20 {
+		t.Errorf("the large .claude.json lost its contents: %d bytes of history, %v", len(doc.History), err)
+	}
+	if _, err := os.Stat(cj + ".invalid"); err == nil {
+		t.Error("the large .claude.json was kept aside as invalid")
+	}
+	if !strings.Contains(e.log.String(), "too large to seed") {
+		t.Errorf("the Runner's log does not say it left the file:\n%s", e.log.String())
+	}
+}
+
 // TestWakeWithBrokenClaudeConfig: Claude Code's config files in the box are
 // the box's to write; a box killed while Claude Code wrote one, or an agent,
 // can leave them broken. Written broken on the session's volume while the

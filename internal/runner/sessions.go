@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -498,10 +499,11 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	// anyway). Whether the conversation is resumed is decided by the start
 	// script below, once any claude that ran before has exited: it may
 	// write its transcript only as it goes.
-	// Only regular files, and at most 8 MiB of each: a FIFO or a device
-	// the box put there reads as no file (and the new file replaces it).
+	// Only regular files, and at most configMax+1 bytes of each: a FIFO or
+	// a device the box put there reads as no file (and the new file
+	// replaces it); a file over configMax is left as it is, unseeded.
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`r() { if [ -f "$1" ]; then head -c 8388608 "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
+		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
 		"sh", claudeJSON, settingsJSON)
 	sep := strings.LastIndexByte(out, 0)
 	if err != nil || code != 0 || sep < 0 {
@@ -530,6 +532,31 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		r.log.Warn("Claude Code's config in the box was not a JSON object; kept aside as .invalid and written anew",
 			logkey.Session, s.ID, "file", file)
 		return "1"
+	}
+	// A file too large to read whole is left as it is (Claude Code's own
+	// .claude.json can grow to megabytes): it is not seeded, not replaced.
+	var stdin []byte // what the start script's put reads: the files it writes, NUL-separated
+	puts := 0
+	put := func(part string, seeded []byte, file string) string {
+		if len(part) > configMax {
+			r.log.Warn("Claude Code's config in the box is too large to seed; left as it is",
+				logkey.Session, s.ID, "file", file, "limit_bytes", configMax)
+			return "0"
+		}
+		if puts++; puts > 1 {
+			stdin = append(stdin, 0)
+		}
+		stdin = append(stdin, seeded...)
+		return "1"
+	}
+	putCJ := put(parts[0], cj, claudeJSON)
+	putST := put(parts[1], sj, settingsJSON)
+	cjAside, stAside := "0", "0"
+	if putCJ == "1" {
+		cjAside = aside(cjKept, claudeJSON)
+	}
+	if putST == "1" {
+		stAside = aside(sjKept, settingsJSON)
 	}
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
 		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
@@ -570,11 +597,15 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
 	script := `set -e
-cj=$1 st=$2 tx=$3 cj_bad=$4 st_bad=$5; shift 5
+cj=$1 st=$2 tx=$3 cj_bad=$4 st_bad=$5 put_cj=$6 put_st=$7; shift 7
 mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
 if [ "$cj_bad" = 1 ]; then mv -f "$cj" "$cj.invalid" || true; fi
 if [ "$st_bad" = 1 ]; then mv -f "$st" "$st.invalid" || true; fi
-paddock guest put "$cj" "$st"  # stdin: .claude.json NUL settings.json
+# stdin: the files to write, NUL-separated, in this order
+if [ "$put_cj" = 1 ] && [ "$put_st" = 1 ]; then paddock guest put "$cj" "$st"
+elif [ "$put_cj" = 1 ]; then paddock guest put "$cj"
+elif [ "$put_st" = 1 ]; then paddock guest put "$st"
+fi
 # An old server (set, re-adoption) goes first, and fully: a client that
 # reaches a server in its shutdown fails with "server exited unexpectedly";
 # and its claude, which may write the transcript as it exits, goes too.
@@ -594,8 +625,7 @@ elif [ -e "$tx" ]; then
   mv -f "$tx" "$tx.unresumable"
 fi
 exec "$@"`
-	stdin := append(append(append([]byte{}, cj...), 0), sj...)
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript, aside(cjKept, claudeJSON), aside(sjKept, settingsJSON)}, argv...)...); err != nil || code != 0 {
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript, cjAside, stAside, putCJ, putST}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
@@ -642,8 +672,12 @@ func (r *Runner) selfTest(link *Link, s *session.Session) error {
 // Runner's memory.
 const (
 	runTimeout   = 30 * time.Second
-	runMaxOutput = 20 << 20
+	runMaxOutput = 40 << 20
 )
+
+// configMax is the largest Claude Code config file in a box that launch
+// reads and seeds (two of them fit in runMaxOutput).
+const configMax = 16 << 20
 
 // runIn runs a command in the box and returns its combined output. Past
 // runTimeout, or past runMaxOutput bytes of output, the process's stream is
@@ -1137,10 +1171,6 @@ func (r *Runner) reconcile(ctx context.Context) {
 		func() {
 			unlock := r.sessionLock(s.ID)
 			defer unlock()
-			// Every session waits for this loop: one box must not hold it
-			// (each step has its own bound too: Connect, runIn).
-			ctx, cancel := context.WithTimeout(ctx, adoptWait)
-			defer cancel()
 			r.reconcileOne(ctx, &s)
 		}()
 	}
@@ -1155,6 +1185,11 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 		r.fail(s, "backend unavailable after restart: "+err.Error())
 		return
 	}
+	// Every session waits for the reconcile loop: one box must not hold it
+	// (each step below has its own bound too: Connect, runIn). The backend
+	// above is the Runner's, not the box's: it may install Claude Code.
+	ctx, cancel := context.WithTimeout(ctx, adoptWait)
+	defer cancel()
 	bx, err := be.Inspect(ctx, s.BoxID)
 	switch {
 	case errdefs.Is(err, errdefs.ErrNotFound):
