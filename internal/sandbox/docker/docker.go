@@ -170,12 +170,12 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 		if err != nil {
 			return Spec{}, err
 		}
+		labels[labelWorkspace] = real
 		src := real
 		if b.ownMounts() {
 			// Docker binds paddock's own mount of the workspace, which
 			// Start makes from a descriptor (mountWorkspace).
 			src = b.wsMount(o.Session)
-			labels[labelWorkspace] = real
 		}
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: sandbox.WorkspaceDir,
 			BindOptions: &mount.BindOptions{NonRecursive: true}})
@@ -292,22 +292,6 @@ func (b *Backend) dropWorkspaceMount(session string) {
 	_ = os.Remove(mp)
 }
 
-// checkBoundWorkspace walks a box's bound workspace path, as
-// openDirNoFollow, before Docker resolves it again to start the box.
-func checkBoundWorkspace(mounts []container.MountPoint) error {
-	for _, m := range mounts {
-		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
-			continue
-		}
-		fd, err := openDirNoFollow(m.Source)
-		if err != nil {
-			return err
-		}
-		unix.Close(fd)
-	}
-	return nil
-}
-
 // checkWorkspace refuses host directories that would hand the box the
 // daemon or the host: the Docker socket, /, and the kernel's trees. It
 // returns the directory's path with its symlinks resolved, which is what is
@@ -389,14 +373,14 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, err
 		}
 	}
-	if real := spec.Config.Labels[labelWorkspace]; real != "" {
+	if real := spec.Config.Labels[labelWorkspace]; real != "" && b.ownMounts() {
 		// Docker wants a bind's source to exist when the container is made.
 		if err := b.mountWorkspace(o.Session, real); err != nil {
 			return sandbox.Box{}, err
 		}
 	}
 	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
-	if err != nil && spec.Config.Labels[labelWorkspace] != "" && !cerrdefs.IsConflict(err) {
+	if err != nil && spec.Config.Labels[labelWorkspace] != "" && b.ownMounts() && !cerrdefs.IsConflict(err) {
 		b.dropWorkspaceMount(o.Session) // no box holds it (a conflict: the session's box does)
 	}
 	if err != nil {
@@ -430,17 +414,33 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if ins.Config == nil {
 		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
 	}
-	if real := ins.Config.Labels[labelWorkspace]; real != "" {
-		if ins.State == nil || !ins.State.Running {
-			if err := b.mountWorkspace(ins.Config.Labels[sandbox.LabelSession], real); err != nil {
+	session := ins.Config.Labels[sandbox.LabelSession]
+	for _, m := range ins.Mounts {
+		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
+			continue
+		}
+		real := ins.Config.Labels[labelWorkspace]
+		switch {
+		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
+			if ins.State == nil || !ins.State.Running {
+				if err := b.mountWorkspace(session, real); err != nil {
+					return sandbox.Box{}, err
+				}
+			}
+		case real != "":
+			// Made by a Runner that could not mount (not root): Docker
+			// binds the resolved path, which must still be symlink-free.
+			fd, err := openDirNoFollow(m.Source)
+			if err != nil {
 				return sandbox.Box{}, err
 			}
-		}
-	} else {
-		// A box made by a Runner that could not mount (not root), or
-		// before paddock did: its bind's source is the workspace itself.
-		if err := checkBoundWorkspace(ins.Mounts); err != nil {
-			return sandbox.Box{}, err
+			unix.Close(fd)
+		default:
+			// Made before paddock resolved workspaces: the path as the
+			// owner gave it, symlinks and all; checked as at creation.
+			if _, err := checkWorkspace(m.Source); err != nil {
+				return sandbox.Box{}, err
+			}
 		}
 	}
 	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
