@@ -203,7 +203,7 @@ func (p *Proxy) nextID() string { return p.idPrefix + strconv.FormatUint(p.ids.A
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	st := &reqState{entry: decisionlog.Entry{
-		Time: start.UTC(), RequestID: p.nextID(), Method: r.Method, Path: truncate(r.RequestURI, 200),
+		Time: start.UTC(), RequestID: p.nextID(), Method: r.Method, Path: logkey.Clip(r.RequestURI, 200),
 	}}
 	// One deferred finish, so that it runs even when the reverse proxy aborts
 	// a broken stream with panic(http.ErrAbortHandler).
@@ -264,7 +264,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !found {
 			w.Header().Set("Allow", allowed(rts))
-			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+truncate(r.Method, 20)+" is not allowed on "+rawPath)
+			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+logkey.Clip(r.Method, 20)+" is not allowed on "+rawPath)
 			return
 		}
 		st.rt = rt

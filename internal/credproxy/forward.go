@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/logkey"
 )
 
 // forward sends an accepted request upstream and streams the answer back:
@@ -39,7 +40,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 		return
 	}
 	st.entry.Status = resp.StatusCode
-	st.entry.UpstreamRequestID = truncate(resp.Header.Get("Request-Id"), 80)
+	st.entry.UpstreamRequestID = logkey.Clip(resp.Header.Get("Request-Id"), 80)
 	ct := resp.Header.Get("Content-Type")
 	sse := mediaTypeIs(ct, "text/event-stream")
 	switch {

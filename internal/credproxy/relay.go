@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/logkey"
 )
 
 // Relay is a further route of the credential proxy: requests under Prefix
@@ -56,7 +57,7 @@ func checkRelayRequest(method, suffix string) string {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
-		return "method " + truncate(method, 20) + " is not relayed"
+		return "method " + logkey.Clip(method, 20) + " is not relayed"
 	}
 	if suffix == "" {
 		return ""

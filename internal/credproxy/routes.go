@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/paddockhq/paddock/internal/logkey"
 )
 
 // route is one forwarded endpoint.
@@ -106,7 +108,7 @@ func checkQueryValues(rt route, raw string) (string, string) {
 		vs := vals[k]
 		check, ok := rt.query[k]
 		if !ok {
-			return "", "query parameter " + strconv.Quote(truncate(k, 40)) + " is not allowed on " + rt.path
+			return "", "query parameter " + strconv.Quote(logkey.Clip(k, 40)) + " is not allowed on " + rt.path
 		}
 		if len(vs) != 1 {
 			return "", "query parameter " + strconv.Quote(k) + " is repeated"
@@ -133,13 +135,6 @@ func plainPair(raw string) (k, v string, ok bool) {
 		}
 	}
 	return k, v, true
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // allowed lists methods for a path, for the Allow header of a 405.

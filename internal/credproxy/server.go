@@ -512,7 +512,7 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 			if v != http.ErrAbortHandler && sc.s.Log != nil {
 				buf := make([]byte, 16<<10)
 				buf = buf[:runtime.Stack(buf, false)]
-				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, truncate(strings.TrimSpace(string(buf)), 4000))
+				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, logkey.Clip(strings.TrimSpace(string(buf)), 4000))
 			}
 			// What was written so far reaches the client, without the end
 			// of the response (no last chunk): it sees a cut, not a whole

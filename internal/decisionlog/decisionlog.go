@@ -17,9 +17,9 @@ import (
 	"regexp"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
 )
 
 // Entry is one decision of the credential proxy or, with Kind "egress",
@@ -157,17 +157,12 @@ func clampEntry(e *Entry) {
 	}
 }
 
-// clamp cuts s to at most fieldMax bytes, at a rune boundary, marking the
-// cut with "…".
+// clamp cuts s to at most fieldMax bytes, the cut marked.
 func clamp(s string) string {
 	if len(s) <= fieldMax {
 		return s
 	}
-	cut := fieldMax - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return logkey.Clip(s, fieldMax-len("…"))
 }
 
 func (d *Dir) fail(err error) {

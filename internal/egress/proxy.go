@@ -125,7 +125,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(http.StatusBadRequest, "", "send CONNECT host:port, or an absolute http:// URL")
 		return
 	}
-	e.Path = truncate(r.Method + " " + r.RequestURI)
+	e.Path = clip(r.Method + " " + r.RequestURI)
 	host, port, err := SplitHostPort(authority, defPort)
 	if err != nil {
 		deny(http.StatusForbidden, "", err.Error())
@@ -236,7 +236,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, e *decisionlog.En
 	case herr == nil:
 		if sni != "" {
 			if n, nerr := Normalize(sni); nerr != nil || n != e.Host {
-				e.Decision, e.Reason = "denied", fmt.Sprintf("TLS server name %q differs from the CONNECT host %s", truncate(sni), e.Host)
+				e.Decision, e.Reason = "denied", fmt.Sprintf("TLS server name %q differs from the CONNECT host %s", clip(sni), e.Host)
 				return
 			}
 		} else {

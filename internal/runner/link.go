@@ -113,7 +113,7 @@ func (r *Runner) serveForwards(l *Link) {
 			_ = channel.WriteJSONLine(st, channel.Reply{Error: "no such service"})
 			st.Close()
 			if l.warnedService.CompareAndSwap(false, true) { // once per link: the box may ask in a loop
-				r.log.Warn("box asked for an unknown service; later ones are refused without a log line", logkey.Session, l.Session, "service", truncateRunes(h.Service, 64))
+				r.log.Warn("box asked for an unknown service; later ones are refused without a log line", logkey.Session, l.Session, "service", logkey.Clip(h.Service, 64))
 			}
 			continue
 		}
@@ -137,17 +137,6 @@ func (r *Runner) serveForwards(l *Link) {
 			return
 		}
 	}
-}
-
-// truncateRunes cuts s to at most n runes, for a log line.
-func truncateRunes(s string, n int) string {
-	for i := range s {
-		if n == 0 {
-			return s[:i] + "…"
-		}
-		n--
-	}
-	return s
 }
 
 // sessionConn is a forwarded connection that knows its session.

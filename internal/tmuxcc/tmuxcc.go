@@ -14,6 +14,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/paddockhq/paddock/internal/logkey"
 )
 
 // MaxLine bounds one control-mode line (tmux writes long %output lines
@@ -331,9 +333,4 @@ func EncodeOutput(b []byte) string {
 	return sb.String()
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+func clip(s string) string { return logkey.Clip(s, 40) }
