@@ -332,16 +332,15 @@ func (p *Participant) offer(data []byte) {
 	if p.closed || p.resync {
 		return
 	}
-	if n := int64(len(data)); p.queued.Add(n) <= QueueBytes {
+	n := int64(len(data))
+	if p.queued.Add(n) <= QueueBytes {
 		select {
 		case p.q <- data:
 			return
 		default:
 		}
-		p.queued.Add(-n)
-	} else {
-		p.queued.Add(-n)
 	}
+	p.queued.Add(-n)
 	p.resync = true
 	for {
 		select {

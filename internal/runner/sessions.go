@@ -494,14 +494,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	claudeJSON, settingsJSON := cfgDir+"/.claude.json", cfgDir+"/settings.json"
 	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
 
-	// One exec reads both config files, NUL-separated (at the last NUL:
-	// valid JSON holds none, and a .claude.json with one is invalid
-	// anyway). Whether the conversation is resumed is decided by the start
-	// script below, once any claude that ran before has exited: it may
-	// write its transcript only as it goes.
-	// Only regular files, and at most configMax+1 bytes of each: a FIFO or
-	// a device the box put there reads as no file (and the new file
-	// replaces it); a file over configMax is left as it is, unseeded.
+	// One exec reads both config files, NUL-separated (split at the last
+	// NUL: valid JSON holds none). It reads only regular files, and at
+	// most configMax+1 bytes of each, since the box writes them: a FIFO or
+	// a device there reads as no file and is replaced.
 	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
 		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
 		"sh", claudeJSON, settingsJSON)
@@ -509,54 +505,46 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	if err != nil || code != 0 || sep < 0 {
 		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
 	}
-	parts := []string{out[:sep], out[sep+1:]}
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
 	}
-	// The box writes these files; one that is not a JSON object (a box
-	// killed while Claude Code wrote it, or an agent's doing) is kept aside
-	// as <name>.invalid and written anew, so the session still starts.
-	cj, cjKept, err := claudecode.SeedClaudeJSON([]byte(parts[0]), sandbox.WorkspaceDir, approve)
+	cj, cjKept, err := claudecode.SeedClaudeJSON([]byte(out[:sep]), sandbox.WorkspaceDir, approve)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", claudeJSON, err)
 	}
-	sj, sjKept, err := claudecode.SeedSettings([]byte(parts[1]))
+	sj, sjKept, err := claudecode.SeedSettings([]byte(out[sep+1:]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
 	}
-	aside := func(kept bool, file string) string {
-		if kept {
-			return "0"
-		}
-		r.log.Warn("Claude Code's config in the box was not a JSON object; kept aside as .invalid and written anew",
-			logkey.Session, s.ID, "file", file)
-		return "1"
-	}
-	// A file too large to read whole is left as it is (Claude Code's own
-	// .claude.json can grow to megabytes): it is not seeded, not replaced.
-	var stdin []byte // what the start script's put reads: the files it writes, NUL-separated
-	puts := 0
-	put := func(part string, seeded []byte, file string) string {
-		if len(part) > configMax {
+	// What the start script does with each file: a file over configMax
+	// (Claude Code's own .claude.json can grow to megabytes) is left as
+	// it is; one that is not a JSON object (a box killed while Claude Code
+	// wrote it, or an agent's doing) is kept aside as <name>.invalid; the
+	// seeded ones are written, NUL-separated on stdin. Every path here is
+	// under sandbox.HomeDir: no space in it.
+	var aside, write []string
+	var stdin []byte
+	for _, f := range []struct {
+		path, read string
+		seeded     []byte
+		kept       bool
+	}{{claudeJSON, out[:sep], cj, cjKept}, {settingsJSON, out[sep+1:], sj, sjKept}} {
+		switch {
+		case len(f.read) > configMax:
 			r.log.Warn("Claude Code's config in the box is too large to seed; left as it is",
-				logkey.Session, s.ID, "file", file, "limit_bytes", configMax)
-			return "0"
+				logkey.Session, s.ID, "file", f.path, "limit_bytes", configMax)
+			continue
+		case !f.kept:
+			r.log.Warn("Claude Code's config in the box was not a JSON object; kept aside as .invalid and written anew",
+				logkey.Session, s.ID, "file", f.path)
+			aside = append(aside, f.path)
 		}
-		if puts++; puts > 1 {
+		if len(write) > 0 {
 			stdin = append(stdin, 0)
 		}
-		stdin = append(stdin, seeded...)
-		return "1"
-	}
-	putCJ := put(parts[0], cj, claudeJSON)
-	putST := put(parts[1], sj, settingsJSON)
-	cjAside, stAside := "0", "0"
-	if putCJ == "1" {
-		cjAside = aside(cjKept, claudeJSON)
-	}
-	if putST == "1" {
-		stAside = aside(sjKept, settingsJSON)
+		stdin = append(stdin, f.seeded...)
+		write = append(write, f.path)
 	}
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
 		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
@@ -597,15 +585,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
 	script := `set -e
-cj=$1 st=$2 tx=$3 cj_bad=$4 st_bad=$5 put_cj=$6 put_st=$7; shift 7
-mkdir -p "$(dirname "$cj")" "$CLAUDE_CODE_TMPDIR"
-if [ "$cj_bad" = 1 ]; then mv -f "$cj" "$cj.invalid" || true; fi
-if [ "$st_bad" = 1 ]; then mv -f "$st" "$st.invalid" || true; fi
-# stdin: the files to write, NUL-separated, in this order
-if [ "$put_cj" = 1 ] && [ "$put_st" = 1 ]; then paddock guest put "$cj" "$st"
-elif [ "$put_cj" = 1 ]; then paddock guest put "$cj"
-elif [ "$put_st" = 1 ]; then paddock guest put "$st"
-fi
+cfg=$1 tx=$2 aside=$3 write=$4; shift 4
+mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
+for f in $aside; do mv -f "$f" "$f.invalid" || true; done
+if [ -n "$write" ]; then paddock guest put $write; fi  # stdin: those files, NUL-separated
 # An old server (set, re-adoption) goes first, and fully: a client that
 # reaches a server in its shutdown fails with "server exited unexpectedly";
 # and its claude, which may write the transcript as it exits, goes too.
@@ -625,7 +608,7 @@ elif [ -e "$tx" ]; then
   mv -f "$tx" "$tx.unresumable"
 fi
 exec "$@"`
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", claudeJSON, settingsJSON, transcript, cjAside, stAside, putCJ, putST}, argv...)...); err != nil || code != 0 {
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return env, nil
