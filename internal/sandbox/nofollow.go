@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,6 +63,29 @@ func OpenNoFollow(root int, path string) (int, error) {
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		unix.Close(fd)
 		return -1, fmt.Errorf("%s: %w", path, ErrSymlink)
+	}
+	return fd, nil
+}
+
+// OpenWorkspace opens a host workspace directory, by the path resolved
+// when its box was made, for binding: walked from "/" without following a
+// symlink (OpenNoFollow). A symlink on the way, a path gone, or something
+// other than a directory there is errdefs.ErrConflict: the path no longer
+// leads where it did, and binding it could hand the box another host
+// directory. The caller closes the descriptor.
+func OpenWorkspace(path string) (int, error) {
+	fd, err := OpenNoFollow(unix.AT_FDCWD, path)
+	if errors.Is(err, ErrSymlink) {
+		return -1, fmt.Errorf("workspace %s: its path now leads through a symlink (%v); only the directory it had when the session was made is bound: %w",
+			path, err, errdefs.ErrConflict)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("workspace %s is gone: %v: %w", path, err, errdefs.ErrConflict)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return -1, fmt.Errorf("workspace %s is no longer a directory: %w", path, errdefs.ErrConflict)
 	}
 	return fd, nil
 }

@@ -236,30 +236,13 @@ func (b *Backend) wsMount(session string) string {
 	return filepath.Join(b.cfg.Dir, "workspaces", session)
 }
 
-// openDirNoFollow opens a directory by path without following a symlink
-// on the way (sandbox.OpenNoFollow); one there is a conflict: the path
-// leads elsewhere than when the box was made.
-func openDirNoFollow(path string) (int, error) {
-	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, path)
-	if err != nil {
-		return -1, fmt.Errorf("workspace %s: its path no longer leads, without a symlink, to the directory bound when the box was made: %v: %w",
-			path, err, pdkerr.ErrConflict)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		unix.Close(fd)
-		return -1, fmt.Errorf("workspace %s is no longer a directory: %w", path, pdkerr.ErrConflict)
-	}
-	return fd, nil
-}
-
 // mountWorkspace (re)binds the workspace real onto the session's wsMount,
 // from a descriptor opened without following any symlink.
 func (b *Backend) mountWorkspace(session, real string) error {
 	if err := sandbox.ValidSession(session); err != nil {
 		return err
 	}
-	fd, err := openDirNoFollow(real)
+	fd, err := sandbox.OpenWorkspace(real)
 	if err != nil {
 		return err
 	}
@@ -430,7 +413,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		case real != "":
 			// Made by a Runner that could not mount (not root): Docker
 			// binds the resolved path, which must still be symlink-free.
-			fd, err := openDirNoFollow(m.Source)
+			fd, err := sandbox.OpenWorkspace(m.Source)
 			if err != nil {
 				return sandbox.Box{}, err
 			}

@@ -44,7 +44,6 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroup"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // Name of this backend.
@@ -606,18 +605,9 @@ func (b *Backend) openWorkspace(r *record) (*os.File, error) {
 			return nil, err
 		}
 	}
-	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, r.WorkspaceReal)
-	if errors.Is(err, sandbox.ErrSymlink) {
-		return nil, fmt.Errorf("workspace %s: its path now leads through a symlink (%v); paddock binds only the directory it had when the session was made: %w",
-			r.Workspace, err, errdefs.ErrConflict)
-	}
+	fd, err := sandbox.OpenWorkspace(r.WorkspaceReal)
 	if err != nil {
-		return nil, fmt.Errorf("workspace %s is gone: %v: %w", r.Workspace, err, errdefs.ErrConflict)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		unix.Close(fd)
-		return nil, fmt.Errorf("workspace %s is no longer a directory: %w", r.Workspace, errdefs.ErrConflict)
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), r.WorkspaceReal), nil
 }
