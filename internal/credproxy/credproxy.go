@@ -522,6 +522,7 @@ func (p *Proxy) record(st *reqState) {
 	if p.opts.Limits != nil && e.Session != "" {
 		p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
 	}
+	decisionlog.Clamp(e) // before the log line below too: the model and ids are the box's
 	p.decisions.Record(*e)
 	// The decision log holds every request; the Runner's log repeats the
 	// ordinary ones at debug level only, and what went wrong above it.

@@ -1047,3 +1047,21 @@ func TestRelayRoutes(t *testing.T) {
 		t.Fatal("a relay request went to the API")
 	}
 }
+
+// TestBoxChosenFieldsClipped: the model a box names in its request body
+// goes into the decision record and the Runner's log line cut to size, not
+// whole (a megabyte of it would fill both).
+func TestBoxChosenFieldsClipped(t *testing.T) {
+	h := newHarness(t, credential.KindOAuth, fakeapi.New(), nil)
+	model := strings.Repeat("m", 1<<20)
+	resp := h.do("POST", "/v1/messages", `{"model":"`+model+`","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, h.authed())
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	e := waitEntries(t, h, 1)[0]
+	if len(e.Model) == 0 || len(e.Model) > 256 {
+		t.Fatalf("recorded model of %d bytes", len(e.Model))
+	}
+	if strings.Contains(h.logs.String(), strings.Repeat("m", 1000)) {
+		t.Fatal("the Runner's log holds the box's model whole")
+	}
+}

@@ -96,7 +96,7 @@ func (d *Dir) Record(e Entry) {
 	if !validSession.MatchString(e.Session) {
 		return
 	}
-	clampEntry(&e)
+	Clamp(&e)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	line, ok := appendEntry(d.buf[:0], &e)
@@ -139,7 +139,11 @@ const (
 	idsMax   = 128
 )
 
-func clampEntry(e *Entry) {
+// Clamp cuts the fields of e a box or client can choose to fieldMax bytes
+// and its tool-result ids to idsMax, in place (the caller's id slice is not
+// written to). Record does it; a producer that also logs an entry elsewhere
+// calls it first.
+func Clamp(e *Entry) {
 	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID} {
 		*f = clamp(*f)
 	}
