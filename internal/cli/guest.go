@@ -5,21 +5,31 @@ import (
 	"os"
 
 	"github.com/paddockhq/paddock/internal/guest"
+	"github.com/paddockhq/paddock/internal/seccomp"
 	"github.com/spf13/cobra"
 )
 
 func guestCmd(o IO) *cobra.Command {
 	var socket string
+	var setIDGuard bool
 	cmd := &cobra.Command{
 		Use:    "guest",
 		Short:  "PID 1 inside a box: reaps, runs processes, serves the channel (not for humans)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything runs in the box: every process it starts
+			// inherits the filter, and none can take it off.
+			if setIDGuard {
+				if err := seccomp.Install(); err != nil {
+					return err
+				}
+			}
 			return guest.Run(cmd.Context(), guest.Options{Socket: socket, Reap: os.Getpid() == 1})
 		},
 	}
 	cmd.PersistentFlags().StringVar(&socket, "socket", guest.DefaultSocket, "the guest's socket inside the box")
+	cmd.Flags().BoolVar(&setIDGuard, "setid-guard", false, "load the seccomp filter that refuses setuid and setgid files before serving (Docker boxes; bwrap loads it for local ones)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "bridge",
 		Short: "Copy stdin/stdout to the guest's socket (the channel under docker exec -i)",

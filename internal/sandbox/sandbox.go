@@ -91,6 +91,9 @@ type CreateOptions struct {
 	// ClaudeBinary replaces the backend's Claude Code binary for this box
 	// (backends that bind it from the host; image backends use Image).
 	ClaudeBinary string
+	// UnsafeHostCode leaves writable, in a host workspace, the files the
+	// host runs later (wsmount.HostCode): the owner's explicit choice.
+	UnsafeHostCode bool
 }
 
 // StopOptions control Stop.

@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +34,7 @@ import (
 
 	pdkerr "github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/wsmount"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,15 +170,18 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 		if err != nil {
 			return Spec{}, err
 		}
-		labels[labelWorkspace] = real
-		src := real
-		if b.ownMounts() {
-			// Docker binds paddock's own mount of the workspace, which
-			// Start makes from a descriptor (mountWorkspace).
-			src = b.wsMount(o.Session)
+		if !b.ownMounts() {
+			return Spec{}, wsmount.ErrNotRoot
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: sandbox.WorkspaceDir,
-			BindOptions: &mount.BindOptions{NonRecursive: true}})
+		labels[labelWorkspace] = real
+		if o.UnsafeHostCode {
+			labels[labelUnsafeHostCode] = "1"
+		}
+		// Docker binds paddock's own view of the workspace, which Start
+		// makes from a descriptor (wsmount: idmapped to the box user, the
+		// host's code read-only on top). Recursive, so that those
+		// read-only mounts on top come along.
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.wsMount(o.Session), Target: sandbox.WorkspaceDir})
 	}
 	no := false
 	return Spec{
@@ -188,7 +191,7 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 			User:            fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
 			Hostname:        "paddock",
 			WorkingDir:      sandbox.WorkspaceDir,
-			Entrypoint:      []string{GuestPath, "guest", "--socket", sandbox.GuestSocket},
+			Entrypoint:      []string{GuestPath, "guest", "--setid-guard", "--socket", sandbox.GuestSocket},
 			Cmd:             nil,
 			Env:             []string{"HOME=" + sandbox.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "DISABLE_AUTOUPDATER=1"},
 			Labels:          labels,
@@ -225,54 +228,56 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 // made.
 const labelWorkspace = "paddock.workspace"
 
+// labelUnsafeHostCode marks a box whose workspace keeps the host's code
+// paths writable (wsmount.HostCode), as its owner asked.
+const labelUnsafeHostCode = "paddock.unsafe-host-code"
+
 // ownMounts: a root Runner binds each host workspace onto a directory of
 // its own (wsMount) from a descriptor, and Docker binds that directory,
 // whose path no box can write: nothing a box does to the workspace's path
-// after the box is made changes what Docker binds. Without root, Docker
-// binds the workspace's path, checked just before each start.
+// after the box is made changes what Docker binds. A Runner that is not
+// root cannot, and takes no host workspace (wsmount.ErrNotRoot).
 func (b *Backend) ownMounts() bool { return os.Geteuid() == 0 }
 
 func (b *Backend) wsMount(session string) string {
 	return filepath.Join(b.cfg.Dir, "workspaces", session)
 }
 
-// mountWorkspace (re)binds the workspace real onto the session's wsMount,
-// from a descriptor opened without following any symlink.
-func (b *Backend) mountWorkspace(session, real string) error {
+// wsState is wsmount's record of a session's workspace mount: beside the
+// mount point, never inside it.
+func (b *Backend) wsState(session string) string {
+	return filepath.Join(b.cfg.Dir, "workspaces", session+".json")
+}
+
+// mountWorkspace makes the box's view of the workspace real at the
+// session's wsMount (see wsmount): the box's user is sandbox.BoxUID on the
+// host too, since Docker maps no user namespace.
+func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool) error {
 	if err := sandbox.ValidSession(session); err != nil {
 		return err
 	}
-	fd, err := sandbox.OpenWorkspace(real)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	mp := b.wsMount(session)
-	if err := os.MkdirAll(mp, 0o700); err != nil {
-		return fmt.Errorf("workspace mount point: %w", err)
-	}
-	unmountAll(mp)
-	if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), mp, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind the workspace %s for the box: %w", real, err)
-	}
-	return nil
+	_, err := wsmount.Mount(wsmount.Options{Source: real, Target: b.wsMount(session), State: b.wsState(session),
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode})
+	return err
 }
 
-// unmountAll takes every mount off mp (a Runner that died between two
-// steps may have left one more than one).
-func unmountAll(mp string) {
-	for i := 0; i < 8 && unix.Unmount(mp, unix.MNT_DETACH) == nil; i++ {
+// unmountWorkspace takes the view off (the box has stopped) and keeps the
+// mount point, which the container's bind names.
+func (b *Backend) unmountWorkspace(session string) {
+	if sandbox.ValidSession(session) != nil {
+		return
 	}
+	_ = wsmount.Unmount(b.wsMount(session), b.wsState(session))
 }
 
-// dropWorkspaceMount undoes mountWorkspace when the box is removed.
+// dropWorkspaceMount undoes mountWorkspace when the box is removed. The
+// mount point is removed as an empty directory only, never recursively.
 func (b *Backend) dropWorkspaceMount(session string) {
 	if sandbox.ValidSession(session) != nil {
 		return
 	}
-	mp := b.wsMount(session)
-	unmountAll(mp)
-	_ = os.Remove(mp)
+	b.unmountWorkspace(session)
+	_ = os.Remove(b.wsMount(session))
 }
 
 // checkWorkspace refuses host directories that would hand the box the
@@ -337,6 +342,12 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err != nil {
 		return sandbox.Box{}, err
 	}
+	if real := spec.Config.Labels[labelWorkspace]; real != "" {
+		// Refused before anything is made: root's, or no idmapped mounts.
+		if _, _, err := wsmount.Check(real); err != nil {
+			return sandbox.Box{}, err
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	vols := []string{homeVolume(o.Session)}
@@ -357,9 +368,10 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 	}
 	if real := spec.Config.Labels[labelWorkspace]; real != "" && b.ownMounts() {
-		// Docker wants a bind's source to exist when the container is made.
-		if err := b.mountWorkspace(o.Session, real); err != nil {
-			return sandbox.Box{}, err
+		// Docker wants a bind's source to exist when the container is
+		// made; Start mounts the workspace's view on it.
+		if err := os.MkdirAll(b.wsMount(o.Session), 0o700); err != nil {
+			return sandbox.Box{}, fmt.Errorf("workspace mount point: %w", err)
 		}
 	}
 	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
@@ -398,6 +410,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
 	}
 	session := ins.Config.Labels[sandbox.LabelSession]
+	mounted := "" // the session whose workspace this start mounted
 	for _, m := range ins.Mounts {
 		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
 			continue
@@ -406,9 +419,10 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		switch {
 		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
 			if ins.State == nil || !ins.State.Running {
-				if err := b.mountWorkspace(session, real); err != nil {
+				if err := b.mountWorkspace(session, real, ins.Config.Labels[labelUnsafeHostCode] == "1"); err != nil {
 					return sandbox.Box{}, err
 				}
+				mounted = session
 			}
 		case real != "":
 			// Made by a Runner that could not mount (not root): Docker
@@ -427,6 +441,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		}
 	}
 	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if mounted != "" {
+			b.unmountWorkspace(mounted)
+		}
 		return sandbox.Box{}, mapErr("start box", err)
 	}
 	return b.Inspect(ctx, id)
@@ -492,6 +509,11 @@ func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) er
 	}
 	if err := b.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
 		return mapErr("stop box", err)
+	}
+	// The workspace's view (and its placeholders) goes with the box; the
+	// next start makes it again.
+	if ins, err := b.cli.ContainerInspect(ctx, id); err == nil && ins.Config != nil && ins.Config.Labels[labelWorkspace] != "" {
+		b.unmountWorkspace(ins.Config.Labels[sandbox.LabelSession])
 	}
 	return nil
 }

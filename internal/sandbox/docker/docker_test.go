@@ -22,8 +22,18 @@ func TestSpecHardened(t *testing.T) {
 	ws := t.TempDir()
 	for _, workspace := range []string{"", ws} {
 		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
+		if workspace != "" && os.Geteuid() != 0 {
+			// Only a root Runner can make the workspace's idmapped view.
+			if !errdefs.Is(err, errdefs.ErrForbidden) {
+				t.Fatalf("a workspace without root: %v", err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if e := s.Config.Entrypoint; len(e) < 3 || e[1] != "guest" || e[2] != "--setid-guard" {
+			t.Fatalf("the guest does not load the setuid guard: %q", e)
 		}
 		h, c := s.Host, s.Config
 		if h.NetworkMode != "none" || !c.NetworkDisabled || !h.ReadonlyRootfs || h.Privileged ||
@@ -49,16 +59,14 @@ func TestSpecHardened(t *testing.T) {
 					t.Fatal("resolv.conf writable")
 				}
 			case sandbox.WorkspaceDir:
-				// As root Docker binds paddock's own mount point of the
-				// workspace; the workspace itself is in a label.
-				src := ws
-				if os.Geteuid() == 0 {
-					src = filepath.Join(b.cfg.Dir, "workspaces", "s1")
-				}
-				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != src) {
+				// Docker binds paddock's own mount point of the workspace,
+				// recursively (the read-only host code on top must come
+				// along); the workspace itself is in a label.
+				src := filepath.Join(b.cfg.Dir, "workspaces", "s1")
+				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != src || m.BindOptions != nil && m.BindOptions.NonRecursive) {
 					t.Fatalf("workspace mount %+v", m)
 				}
-				if workspace != "" && os.Geteuid() == 0 && c.Labels[labelWorkspace] != ws {
+				if workspace != "" && c.Labels[labelWorkspace] != ws {
 					t.Fatalf("workspace label %q", c.Labels[labelWorkspace])
 				}
 			default:
@@ -98,17 +106,15 @@ func TestConformance(t *testing.T) {
 		Reopen:       open,
 		ReadOnlyRoot: true,
 		Workspace: func(t *testing.T) string {
-			d := filepath.Join(testenv.TraversableTempDir(t), "ws")
-			os.Mkdir(d, 0o777)
-			os.Chmod(d, 0o777)
-			return d
+			return sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 		},
 	})
 }
 
 // TestWorkspaceOwnMount: as root, Docker binds paddock's own mount point of
-// a host workspace, made from a descriptor; it holds the workspace while
-// the box exists and is gone, unmounted, once the box is removed.
+// a host workspace, made from a descriptor when the box starts; it holds the
+// workspace while the box runs and is gone, unmounted, once the box is
+// removed.
 func TestWorkspaceOwnMount(t *testing.T) {
 	testenv.Root(t)
 	cli := imagetest.Docker(t)
@@ -119,12 +125,15 @@ func TestWorkspaceOwnMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	ws := filepath.Join(testenv.TraversableTempDir(t), "ws")
-	os.Mkdir(ws, 0o777)
+	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 	os.WriteFile(filepath.Join(ws, "mark"), []byte("here"), 0o644)
 	ctx := context.Background()
 	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "ownmount", Workspace: ws})
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Remove(ctx, bx.ID, sandbox.RemoveOptions{})
+	if _, err := be.Start(ctx, bx.ID); err != nil {
 		t.Fatal(err)
 	}
 	mp := filepath.Join(dir, "workspaces", "ownmount")

@@ -44,6 +44,9 @@ import (
 	"github.com/paddockhq/paddock/internal/cgroup"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/wsmount"
+	"github.com/paddockhq/paddock/internal/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Name of this backend.
@@ -130,11 +133,13 @@ type record struct {
 	// through a descriptor opened without following any symlink, so one
 	// that appears on the path later — another box may write a parent
 	// directory — is refused, never followed.
-	WorkspaceReal string         `json:"workspace_real,omitempty"`
-	Limits        sandbox.Limits `json:"limits"`
-	Claude        string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
-	Notes         []string       `json:"notes,omitempty"`
-	Cgroup        *cgroup.Group  `json:"cgroup,omitempty"`
+	WorkspaceReal string `json:"workspace_real,omitempty"`
+	// UnsafeHostCode: the host's code paths in the workspace stay writable.
+	UnsafeHostCode bool           `json:"unsafe_host_code,omitempty"`
+	Limits         sandbox.Limits `json:"limits"`
+	Claude         string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
+	Notes          []string       `json:"notes,omitempty"`
+	Cgroup         *cgroup.Group  `json:"cgroup,omitempty"`
 	// The running instance, if any: the guest's host pid and its start
 	// time (to tell it from a recycled pid).
 	PID      int    `json:"pid,omitempty"`
@@ -205,12 +210,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	}
 	var wsReal string
 	if o.Workspace != "" {
-		fi, err := os.Stat(o.Workspace)
-		if err != nil || !fi.IsDir() || !filepath.IsAbs(o.Workspace) {
-			return sandbox.Box{}, fmt.Errorf("workspace %q must be an existing absolute directory: %w", o.Workspace, errdefs.ErrInvalid)
-		}
-		if wsReal, err = filepath.EvalSymlinks(o.Workspace); err != nil {
-			return sandbox.Box{}, fmt.Errorf("workspace %q: %w", o.Workspace, err)
+		// Refused here, before anything is made: not a directory, a
+		// symlink, root's, or a filesystem without idmapped mounts.
+		var err error
+		if wsReal, _, err = wsmount.Check(o.Workspace); err != nil {
+			return sandbox.Box{}, err
 		}
 	}
 	b.mu.Lock()
@@ -245,7 +249,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
+		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, UnsafeHostCode: o.UnsafeHostCode, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -441,6 +445,7 @@ func (b *Backend) args(r *record) []string {
 		"--new-session",
 		"--as-pid-1",
 		"--info-fd", "4",
+		"--seccomp", strconv.Itoa(seccompFD), // no setuid or setgid file (internal/seccomp)
 		"--clearenv",
 		"--ro-bind", "/usr", "/usr",
 		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
@@ -496,13 +501,19 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if r.PID != 0 && alive(r.PID, r.PIDStart) {
 		return b.box(r), nil
 	}
-	var ws *os.File // the host workspace, bound by descriptor (workspaceFD)
+	var ws *os.File // the host workspace's view, bound by descriptor (workspaceFD)
 	if r.Workspace != "" {
-		if ws, err = b.openWorkspace(r); err != nil {
+		if ws, err = b.mountWorkspace(r); err != nil {
 			return sandbox.Box{}, err
 		}
 		defer ws.Close()
 	}
+	filter, err := seccompPipe()
+	if err != nil {
+		b.unmountWorkspace(r)
+		return sandbox.Box{}, err
+	}
+	defer filter.Close()
 	grp, ap := cgroup.Create(r.ID, cgroup.Limits{MemoryBytes: r.Limits.MemoryBytes, Pids: r.Limits.Pids, CPUs: r.Limits.CPUs})
 	r.Cgroup, r.Notes = grp, ap.Notes
 
@@ -521,7 +532,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	argv := append([]string{"-c", `read _ <&3; exec 3<&-; exec "$0" "$@"`, b.cfg.Bwrap}, b.args(r)...)
 	cmd := exec.Command("/bin/sh", argv...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.ExtraFiles = []*os.File{gate, infoW} // fd 3, fd 4
+	cmd.ExtraFiles = []*os.File{gate, infoW, filter} // fd 3, fd 4, seccompFD
 	if ws != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, ws) // workspaceFD
 	}
@@ -542,6 +553,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		gateW.Close()
 		infoR.Close()
 		infoW.Close()
+		b.unmountWorkspace(r)
 		return sandbox.Box{}, fmt.Errorf("start bwrap: %w", err)
 	}
 	gate.Close()
@@ -573,6 +585,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	}
 	if child == 0 {
 		_ = cmd.Process.Kill()
+		b.unmountWorkspace(r)
 		logb, _ := os.ReadFile(filepath.Join(b.boxDir(r.ID), "bwrap.log"))
 		return sandbox.Box{}, fmt.Errorf("bwrap did not start the box: %s", strings.TrimSpace(string(logb)))
 	}
@@ -587,14 +600,42 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 // connectWait bounds how long Connect waits for a running guest's socket.
 var connectWait = 10 * time.Second
 
-// workspaceFD is the descriptor bwrap finds the host workspace on.
-const workspaceFD = 5
+// Descriptors bwrap finds the seccomp filter and the host workspace on.
+const (
+	seccompFD   = 5
+	workspaceFD = 6
+)
 
-// openWorkspace opens a box's host workspace for binding: the path
-// resolved when the box was made, walked without following any symlink
-// (sandbox.OpenNoFollow). A box made before that resolution was recorded
+// seccompPipe returns a pipe holding the box's seccomp filter, for bwrap
+// to read from seccompFD.
+func seccompPipe() (*os.File, error) {
+	p, err := seccomp.Program()
+	if err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if _, err := w.Write(seccomp.Bytes(p)); err != nil { // a few hundred bytes: the pipe holds them
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// wsMountPoint is where a box's host workspace view is mounted (in its
+// box directory, which no box can write), and wsState its record.
+func (b *Backend) wsMountPoint(id string) string { return filepath.Join(b.boxDir(id), "workspace") }
+func (b *Backend) wsState(id string) string      { return filepath.Join(b.boxDir(id), "workspace.json") }
+
+// mountWorkspace makes the box's view of its host workspace (wsmount:
+// idmapped to the box's uid, host code read-only) and opens it for bwrap.
+// The path is the one resolved when the box was made, walked without
+// following any symlink; a box made before that resolution was recorded
 // gets it now, once.
-func (b *Backend) openWorkspace(r *record) (*os.File, error) {
+func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
 	if r.WorkspaceReal == "" {
 		real, err := filepath.EvalSymlinks(r.Workspace)
 		if err != nil {
@@ -605,11 +646,30 @@ func (b *Backend) openWorkspace(r *record) (*os.File, error) {
 			return nil, err
 		}
 	}
-	fd, err := sandbox.OpenWorkspace(r.WorkspaceReal)
-	if err != nil {
+	mp := b.wsMountPoint(r.ID)
+	if _, err := wsmount.Mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
+		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode}); err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), r.WorkspaceReal), nil
+	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, mp)
+	if err != nil {
+		b.unmountWorkspace(r)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), mp), nil
+}
+
+// unmountWorkspace undoes mountWorkspace: the box has stopped (its own
+// mount namespace, which held a copy, is gone with it).
+func (b *Backend) unmountWorkspace(r *record) error {
+	if r.Workspace == "" {
+		return nil
+	}
+	mp := b.wsMountPoint(r.ID)
+	if err := wsmount.Unmount(mp, b.wsState(r.ID)); err != nil {
+		return fmt.Errorf("box %s: take its workspace mount off: %w", r.ID, err)
+	}
+	return nil
 }
 
 // Connect implements sandbox.Backend. The socket is reached inside the
@@ -691,6 +751,9 @@ func (b *Backend) stop(r *record, o sandbox.StopOptions) error {
 		}
 		r.Cgroup = nil
 	}
+	if err := b.unmountWorkspace(r); err != nil {
+		return err
+	}
 	return b.save(r)
 }
 
@@ -712,6 +775,11 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 	b.rmu.Lock()
 	b.setRetired(append(b.retired(), r.UID))
 	b.rmu.Unlock()
+	// The workspace's mount point must be an empty directory now: if its
+	// mount were still there, RemoveAll would delete the owner's files.
+	if err := os.Remove(b.wsMountPoint(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("box %s: its workspace is still mounted (%v); nothing removed: %w", id, err, errdefs.ErrConflict)
+	}
 	if err := os.RemoveAll(b.boxDir(id)); err != nil {
 		return err
 	}

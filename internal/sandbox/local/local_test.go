@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,10 +26,7 @@ func TestConformance(t *testing.T) {
 		Backend: open(t),
 		Reopen:  open,
 		Workspace: func(t *testing.T) string {
-			d := filepath.Join(testenv.TraversableTempDir(t), "ws")
-			os.Mkdir(d, 0o777)
-			os.Chmod(d, 0o777) // the box's uid writes here
-			return d
+			return sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 		},
 	})
 }

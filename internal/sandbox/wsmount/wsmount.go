@@ -1,0 +1,468 @@
+// Package wsmount makes the view of a host workspace that a box binds at
+// /workspace: the owner's directory, writable by the box, where what the
+// box writes belongs on the host to the directory's owner, and where the
+// files the host itself will run later stay read-only.
+//
+// How, for a root Runner (only root can make these mounts):
+//
+//  1. The workspace is opened once, walking its resolved path with no
+//     symlink followed (sandbox.OpenWorkspace); everything below works
+//     from that descriptor or from the mount made of it, never from a path
+//     a box could change.
+//  2. A clone of it (open_tree) gets an idmap (mount_setattr with
+//     MOUNT_ATTR_IDMAP, Linux ≥ 5.12) from a user namespace whose only
+//     mapping is owner uid → the box's host uid (and the same for the
+//     group): files of the owner show, through the mount, as the box
+//     user's, and what the box writes lands on disk as the owner's. No
+//     other id is mapped: files of anyone else show as nobody and cannot
+//     be chowned to. The mount is also nosuid and nodev.
+//  3. It is attached at Target, a directory of the Runner's that no box can
+//     write, which the backend binds (bwrap --bind-fd, Docker's bind).
+//  4. The paths of HostCode are made read-only on top (a read-only clone of
+//     each bound over itself), and .git is bound over itself so that it
+//     is a mount point the box can neither rename nor replace. A path of
+//     HostCode that does not exist gets an empty directory as its
+//     placeholder, owned by the owner, so that the box cannot create it
+//     either; Unmount removes each placeholder it made that is still
+//     empty.
+//
+// A workspace owned by root (uid or gid 0) is refused: its files would
+// show as the box user's and the box would write as root on the host.
+// What the box's seccomp filter adds (internal/seccomp): no file it creates
+// or changes can be setuid or setgid.
+package wsmount
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/paddockhq/paddock/internal/atomicfile"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// HostCode lists the workspace paths, relative to its root, that code on
+// the host runs or reads as commands later, with why; a box sees them
+// read-only (docs/SECURITY.md has the same list). Order matters: .git
+// comes before what is inside it.
+var HostCode = []struct{ Path, Why string }{
+	{".git", "bound over itself (writable) so that the box can neither rename nor replace it with a repository of its own; read-only where it is a file (a worktree's or submodule's gitdir pointer)"},
+	{".git/hooks", "git runs these scripts on the host at the owner's next commit, checkout or push"},
+	{".git/config", "can set core.hooksPath, core.fsmonitor, core.sshCommand, core.pager, filter and diff drivers: commands git runs on the host"},
+	{".git/config.worktree", "the same keys, per worktree, where extensions.worktreeConfig is on"},
+	{".git/modules", "submodules' own git directories: their hooks and config"},
+	{".git/worktrees", "linked worktrees' git directories, with their own config"},
+	{".gitmodules", "submodule URLs and update settings the host's git follows"},
+	{".vscode", "tasks that run on folder open, launch configurations, settings that name programs"},
+	{".idea", "JetBrains run configurations and startup tasks"},
+	{".devcontainer", "initializeCommand runs on the host when the folder opens in a dev container"},
+	{".envrc", "direnv runs it in the owner's shell on cd"},
+}
+
+// Options describe one workspace mount.
+type Options struct {
+	// Source is the workspace's path as resolved when its box was made.
+	Source string
+	// Target is the mount point: a directory only the Runner can write.
+	Target string
+	// State is a file where Mount records its placeholders for Unmount.
+	State string
+	// BoxUID and BoxGID are the host ids the box's user writes as.
+	BoxUID, BoxGID int
+	// UnsafeHostCode leaves HostCode writable (the owner's explicit,
+	// per-session choice); the idmap still applies.
+	UnsafeHostCode bool
+}
+
+// state is what Mount leaves for Unmount.
+type state struct {
+	Source       string        `json:"source"`
+	Placeholders []placeholder `json:"placeholders,omitempty"`
+}
+
+type placeholder struct {
+	Path string `json:"path"`
+	Ino  uint64 `json:"ino,omitempty"` // 0 until made
+}
+
+// Owner reports the owner of a workspace directory: the ids the box's
+// user stands for through the idmap.
+type Owner struct{ UID, GID int }
+
+// ErrRootOwned is wrapped when a workspace belongs to root.
+var ErrRootOwned = errors.New("root-owned workspace")
+
+// Check refuses, before anything is made, a workspace that Mount would
+// refuse: not an absolute path to an existing directory, a symlink itself,
+// owned by root, or on a filesystem (or kernel) without idmapped mounts. It
+// returns the resolved path and the owner. Only root can probe the idmap;
+// others get errdefs.ErrForbidden.
+func Check(path string) (string, Owner, error) {
+	if !filepath.IsAbs(path) {
+		return "", Owner{}, fmt.Errorf("workspace %q must be an absolute path: %w", path, errdefs.ErrInvalid)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return "", Owner{}, fmt.Errorf("workspace %s does not exist (%v); give an existing directory: %w", path, errors.Unwrap(err), errdefs.ErrInvalid)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return "", Owner{}, fmt.Errorf("workspace %s is a symlink; give the directory it points to: %w", path, errdefs.ErrInvalid)
+	case !fi.IsDir():
+		return "", Owner{}, fmt.Errorf("workspace %s is not a directory: %w", path, errdefs.ErrInvalid)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", Owner{}, fmt.Errorf("workspace %s: %v: %w", path, err, errdefs.ErrInvalid)
+	}
+	if os.Geteuid() != 0 {
+		return "", Owner{}, ErrNotRoot
+	}
+	fd, err := sandbox.OpenWorkspace(real)
+	if err != nil {
+		return "", Owner{}, err
+	}
+	defer unix.Close(fd)
+	own, err := ownerOf(fd, real)
+	if err != nil {
+		return "", Owner{}, err
+	}
+	// The probe: an idmapped clone, never attached, closed at once.
+	ns, err := userns(own, 0, 0)
+	if err != nil {
+		return "", Owner{}, err
+	}
+	defer unix.Close(ns)
+	tree, err := idmapped(fd, ns, real)
+	if err != nil {
+		return "", Owner{}, err
+	}
+	unix.Close(tree)
+	return real, own, nil
+}
+
+// ErrNotRoot: only a root Runner makes idmapped mounts; docs/SECURITY.md
+// says what a Runner that is not root can do instead.
+var ErrNotRoot = fmt.Errorf("a host workspace needs a Runner running as root (it makes an idmapped mount so that what the box writes belongs to you); run `sudo paddock serve`, or leave out --workspace and use the session's own /workspace: %w", errdefs.ErrForbidden)
+
+func ownerOf(fd int, path string) (Owner, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Owner{}, err
+	}
+	if st.Uid == 0 || st.Gid == 0 {
+		return Owner{}, fmt.Errorf("workspace %s belongs to root (uid %d, gid %d); paddock never lets a box write as root on the host: give the directory to your user (sudo chown -R $USER: %s) or use one you own: %w: %w",
+			path, st.Uid, st.Gid, path, ErrRootOwned, errdefs.ErrForbidden)
+	}
+	return Owner{UID: int(st.Uid), GID: int(st.Gid)}, nil
+}
+
+// Mount makes the workspace view at o.Target (see the package comment).
+// Anything an earlier Mount left at o.Target is taken off first. On error
+// nothing stays mounted.
+func Mount(o Options) (Owner, error) {
+	if os.Geteuid() != 0 {
+		return Owner{}, ErrNotRoot
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		return Owner{}, err
+	}
+	fd, err := sandbox.OpenWorkspace(o.Source)
+	if err != nil {
+		return Owner{}, err
+	}
+	defer unix.Close(fd)
+	own, err := ownerOf(fd, o.Source)
+	if err != nil {
+		return own, err
+	}
+	st := state{Source: o.Source}
+	if !o.UnsafeHostCode {
+		if err := makePlaceholders(fd, own, o.State, &st); err != nil {
+			_ = Unmount(o.Target, o.State)
+			return own, err
+		}
+	}
+	ns, err := userns(own, o.BoxUID, o.BoxGID)
+	if err != nil {
+		_ = Unmount(o.Target, o.State)
+		return own, err
+	}
+	defer unix.Close(ns)
+	tree, err := idmapped(fd, ns, o.Source)
+	if err != nil {
+		_ = Unmount(o.Target, o.State)
+		return own, err
+	}
+	defer unix.Close(tree)
+	if err := os.MkdirAll(o.Target, 0o700); err != nil {
+		_ = Unmount(o.Target, o.State)
+		return own, fmt.Errorf("workspace mount point: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, o.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		_ = Unmount(o.Target, o.State)
+		return own, fmt.Errorf("attach the workspace mount at %s: %w", o.Target, err)
+	}
+	if !o.UnsafeHostCode {
+		if err := protect(o.Target, st.Placeholders); err != nil {
+			_ = Unmount(o.Target, o.State)
+			return own, err
+		}
+	}
+	// What the box will see: the owner's files as the box user's.
+	var fi unix.Stat_t
+	if err := unix.Stat(o.Target, &fi); err != nil || int(fi.Uid) != o.BoxUID {
+		_ = Unmount(o.Target, o.State)
+		return own, fmt.Errorf("workspace mount of %s shows uid %d, not the box's %d: %v", o.Source, fi.Uid, o.BoxUID, err)
+	}
+	return own, nil
+}
+
+// userns returns a descriptor of a new user namespace whose one mapping
+// is own's uid → uid and own's gid → gid: the idmap of the mount. It is
+// held by a short-lived helper process (a namespace lives while something
+// refers to it; the descriptor does).
+func userns(own Owner, uid, gid int) (int, error) {
+	if uid == 0 {
+		uid = own.UID + 1 // the probe: any id but the owner's own works
+	}
+	if gid == 0 {
+		gid = own.GID + 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	defer r.Close()
+	defer w.Close()
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		cat = "/bin/cat"
+	}
+	cmd := exec.Command(cat)
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: own.UID, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: own.GID, HostID: gid, Size: 1}},
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("idmapped workspace: make its user namespace: %w", err)
+	}
+	defer func() { w.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ns, err := unix.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("idmapped workspace: open its user namespace: %w", err)
+	}
+	return ns, nil
+}
+
+// idmapped returns a detached clone of the directory fd with the idmap of
+// the user namespace ns, nosuid and nodev. A filesystem or kernel that
+// refuses is a clear error with the ways out.
+func idmapped(fd, ns int, path string) (int, error) {
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("workspace %s: clone its mount (open_tree needs Linux 5.2): %w: %w", path, err, errdefs.ErrUnavailable)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns)}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(tree)
+		fs := "its filesystem"
+		var sfs unix.Statfs_t
+		if unix.Fstatfs(fd, &sfs) == nil {
+			fs = fmt.Sprintf("its filesystem (type 0x%x)", sfs.Type)
+		}
+		return -1, fmt.Errorf("workspace %s: %s or this kernel refuses an idmapped mount (%v), so the box could not write it as you; "+
+			"put the workspace on ext4, xfs, btrfs or tmpfs (Linux ≥ 5.12; 6.x for more), or leave out --workspace and copy your files in and out with `paddock exec`: %w",
+			path, fs, err, errdefs.ErrUnavailable)
+	}
+	return tree, nil
+}
+
+// openBeneath opens rel under dir as an O_PATH descriptor, following no
+// symlink on the way or at the end (a symlink at the end is opened itself).
+func openBeneath(dir int, rel string) (int, error) {
+	return unix.Openat2(dir, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// makePlaceholders makes an empty directory, owned by the owner, at every
+// path of HostCode that is missing and whose parent is a directory, and
+// records each in the state file before making it.
+func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
+	save := func() error {
+		b, _ := json.Marshal(st)
+		return atomicfile.WriteNoSync(stateFile, b, 0o600)
+	}
+	if err := save(); err != nil {
+		return err
+	}
+	for _, h := range HostCode {
+		fd, err := openBeneath(ws, h.Path)
+		if err == nil {
+			unix.Close(fd)
+			continue
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			continue // a symlink on the way: protect refuses it with the reason
+		}
+		parent, name := filepath.Split(h.Path)
+		pfd := ws
+		if parent != "" {
+			if pfd, err = openBeneath(ws, strings.TrimSuffix(parent, "/")); err != nil {
+				continue // no parent (.git missing): its own placeholder covers it
+			}
+			defer unix.Close(pfd)
+		}
+		var pst unix.Stat_t
+		if unix.Fstat(pfd, &pst) != nil || pst.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		st.Placeholders = append(st.Placeholders, placeholder{Path: h.Path})
+		if err := save(); err != nil {
+			return err
+		}
+		if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+			return fmt.Errorf("workspace: make the read-only placeholder %s: %w", h.Path, err)
+		}
+		if err := unix.Fchownat(pfd, name, own.UID, own.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("workspace: placeholder %s: %w", h.Path, err)
+		}
+		var cst unix.Stat_t
+		if err := unix.Fstatat(pfd, name, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		st.Placeholders[len(st.Placeholders)-1].Ino = cst.Ino
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// protect binds HostCode read-only over itself under the mounted
+// workspace at target, and .git (a directory) writable over itself. A
+// symlink at one of those paths is refused: a mount cannot cover it, and
+// the box could replace it.
+func protect(target string, placeholders []placeholder) error {
+	made := map[string]bool{}
+	for _, p := range placeholders {
+		made[p.Path] = true
+	}
+	root, err := sandbox.OpenNoFollow(unix.AT_FDCWD, target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	for _, h := range HostCode {
+		fd, err := openBeneath(root, h.Path)
+		if errors.Is(err, unix.ENOENT) {
+			continue // inside a .git that is a file, or a placeholder could not be made
+		}
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+			return fmt.Errorf("workspace: %s goes through a symlink; paddock cannot keep it read-only in the box: replace the link with the file or directory, or start the session with --unsafe-host-code: %w", h.Path, errdefs.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("workspace: %s: %w", h.Path, err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = fmt.Errorf("workspace: %s is a symlink; paddock cannot keep it read-only in the box: replace the link with what it points to, or start the session with --unsafe-host-code: %w", h.Path, errdefs.ErrConflict)
+		}
+		if err == nil {
+			// Only a real .git directory stays writable (pinned);
+			// everything else, a placeholder .git included, is read-only.
+			readOnly := !(h.Path == ".git" && st.Mode&unix.S_IFMT == unix.S_IFDIR && !made[h.Path])
+			err = bindOver(fd, readOnly, h.Path)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindOver mounts a clone of what fd names over itself, read-only if asked.
+func bindOver(fd int, readOnly bool, rel string) error {
+	clone, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("workspace: clone %s: %w", rel, err)
+	}
+	defer unix.Close(clone)
+	if readOnly {
+		if err := unix.MountSetattr(clone, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("workspace: make %s read-only: %w", rel, err)
+		}
+	}
+	if err := unix.MoveMount(clone, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("workspace: bind %s over itself: %w", rel, err)
+	}
+	return nil
+}
+
+// Unmount takes the workspace view off target (all of it: the protections
+// on top go with it) and removes the placeholders Mount recorded in
+// stateFile that are still the empty directories it made. Nothing mounted
+// and no state file is not an error.
+func Unmount(target, stateFile string) error {
+	for i := 0; i < 64; i++ {
+		if err := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+			break
+		}
+	}
+	b, err := os.ReadFile(stateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st state
+	if json.Unmarshal(b, &st) != nil || st.Source == "" {
+		return os.Remove(stateFile)
+	}
+	if len(st.Placeholders) > 0 {
+		if fd, err := sandbox.OpenWorkspace(st.Source); err == nil {
+			for i := len(st.Placeholders) - 1; i >= 0; i-- { // .git's inner ones first
+				removePlaceholder(fd, st.Placeholders[i])
+			}
+			unix.Close(fd)
+		}
+	}
+	return os.Remove(stateFile)
+}
+
+// removePlaceholder removes p if it is still the directory Mount made
+// (same inode) and empty; otherwise (the owner put something there since)
+// it stays.
+func removePlaceholder(ws int, p placeholder) {
+	parent, name := filepath.Split(p.Path)
+	pfd := ws
+	if parent != "" {
+		var err error
+		if pfd, err = openBeneath(ws, strings.TrimSuffix(parent, "/")); err != nil {
+			return
+		}
+		defer unix.Close(pfd)
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return
+	}
+	if p.Ino != 0 && st.Ino != p.Ino {
+		return
+	}
+	_ = unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) // fails, and keeps it, if not empty
+}
