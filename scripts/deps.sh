@@ -99,15 +99,15 @@ fi
 
 # The test base image: Debian bookworm, minbase, with tmux, bash and what the
 # probes use. Made locally (no registry), cached as a rootfs and an image.
-BASE_TAG=${PADDOCK_TEST_BASE_TAG:-paddock-test/base:bookworm-2}
+BASE_TAG=${PADDOCK_TEST_BASE_TAG:-paddock-test/base:bookworm-3}
 if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
-  rootfs="${PADDOCK_TEST_ROOTFS:-$CACHE/rootfs-bookworm-2}"
+  rootfs="${PADDOCK_TEST_ROOTFS:-$CACHE/rootfs-bookworm-3}"
   if [ ! -f "$rootfs/.paddock-complete" ]; then
     mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
     [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
     say "debootstrap bookworm from $mirror into $rootfs"
     rm -rf "$rootfs"
-    debootstrap --variant=minbase --include=tmux,bash,ca-certificates,procps,perl-base,curl \
+    debootstrap --variant=minbase --include=tmux,bash,ca-certificates,procps,perl-base,curl,git \
       bookworm "$rootfs" "$mirror" >/var/log/paddock-debootstrap.log 2>&1 \
       || { say "debootstrap failed; see /var/log/paddock-debootstrap.log"; exit 1; }
     rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*

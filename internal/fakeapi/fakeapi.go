@@ -10,7 +10,8 @@
 // tool_use; the command is what follows "TOOLTEST:" up to the end of the
 // line, or DefaultToolCommand. Every other request gets a text answer,
 // "hi from the fake server (turn N)", N being the number of user messages
-// that carry text, so a resumed conversation is visible on screen.
+// that carry text, so a resumed conversation is visible on screen. A test
+// may also script a turn of several tool calls of any tool (SetSteps).
 package fakeapi
 
 import (
@@ -74,6 +75,7 @@ type Server struct {
 	n       int
 	started int
 	faults  []pendingFault
+	steps   []Step // SetSteps
 }
 
 // Fault is a way the upstream fails a POST /v1/messages, as the real one
@@ -318,7 +320,15 @@ func (s *Server) messages(w http.ResponseWriter, rec *Request) int {
 	model := req.Model
 	var events []event
 	var full map[string]any
-	if cmd, ok := wantsTool(&req, rec); ok {
+	if st, k, scripted := s.nextStep(&req); scripted {
+		if st.Name != "" {
+			events = stepEvents(stepID(k), st)
+			full = message(model, []any{map[string]any{"type": "tool_use", "id": stepID(k), "name": st.Name, "input": st.Input}}, "tool_use")
+		} else {
+			events = textEvents(StepsDone, s.textDeltas())
+			full = message(model, []any{map[string]any{"type": "text", "text": StepsDone}}, "end_turn")
+		}
+	} else if cmd, ok := wantsTool(&req, rec); ok {
 		events = toolEvents(cmd)
 		full = message(model, []any{map[string]any{"type": "tool_use", "id": "toolu_fake_01", "name": "Bash",
 			"input": map[string]any{"command": cmd, "description": "Run the scripted test command"}}}, "tool_use")

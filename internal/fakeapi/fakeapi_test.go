@@ -192,3 +192,40 @@ func TestFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestSteps: a scripted turn gives its tool calls one by one, each after
+// the last one's result, then ends; other turns are not scripted.
+func TestSteps(t *testing.T) {
+	s := New()
+	s.SetSteps([]Step{{Name: "Read", Input: map[string]any{"file_path": "/w/f"}}, {Name: "Bash", Input: map[string]any{"command": "true"}}})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	ask := func(messages string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":9,"tools":[{"name":"Bash"}],"messages":`+messages+`}`))
+		req.Header.Set("x-api-key", "k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	user := `{"role":"user","content":"STEPSTEST go"}`
+	result := func(id string) string {
+		return `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"x","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + id + `","content":"ok"}]}`
+	}
+	if got := ask(`[` + user + `]`); !strings.Contains(got, `"name":"Read"`) || !strings.Contains(got, "toolu_fake_step_00") {
+		t.Fatalf("first step: %s", got)
+	}
+	if got := ask(`[` + user + `,` + result("toolu_fake_step_00") + `]`); !strings.Contains(got, `"name":"Bash"`) {
+		t.Fatalf("second step: %s", got)
+	}
+	if got := ask(`[` + user + `,` + result("toolu_fake_step_00") + `,` + result("toolu_fake_step_01") + `]`); !strings.Contains(got, StepsDone) {
+		t.Fatalf("end: %s", got)
+	}
+	if got := ask(`[` + user + `,{"role":"assistant","content":"done"},{"role":"user","content":"say hi"}]`); !strings.Contains(got, "hi from the fake server") {
+		t.Fatalf("a later turn: %s", got)
+	}
+}

@@ -21,7 +21,7 @@ import (
 )
 
 // BaseTag is the test base `make deps` imports.
-const BaseTag = "paddock-test/base:bookworm-2"
+const BaseTag = "paddock-test/base:bookworm-3"
 
 // Tag is the test box image.
 const Tag = "paddock-test/box:claude-" + claudecode.PinnedVersion

@@ -33,12 +33,15 @@
 package wsmount
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,7 +188,12 @@ func Mount(o Options) (Owner, error) {
 	}
 	st := state{Source: o.Source}
 	if !o.UnsafeHostCode {
-		if err := makePlaceholders(fd, own, o.State, &st); err != nil {
+		if err := withShared(o.Source, func(sh *shared) error {
+			sh.Users = append(sh.Users, o.State)
+			err := makePlaceholders(fd, own, o.State, &st)
+			sh.Placeholders = union(sh.Placeholders, st.Placeholders)
+			return err
+		}); err != nil {
 			_ = Unmount(o.Target, o.State)
 			return own, err
 		}
@@ -276,9 +284,8 @@ func idmapped(fd, ns int, path string) (int, error) {
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(tree)
 		fs := "its filesystem"
-		var sfs unix.Statfs_t
-		if unix.Fstatfs(fd, &sfs) == nil {
-			fs = fmt.Sprintf("its filesystem (type 0x%x)", sfs.Type)
+		if t := fsType(fd); t != "" {
+			fs = "its filesystem (" + t + ")"
 		}
 		return -1, fmt.Errorf("workspace %s: %s or this kernel refuses an idmapped mount (%v), so the box could not write it as you; "+
 			"put the workspace on ext4, xfs, btrfs or tmpfs (Linux ≥ 5.12; 6.x for more), or leave out --workspace and copy your files in and out with `paddock exec`: %w",
@@ -433,15 +440,89 @@ func Unmount(target, stateFile string) error {
 	if json.Unmarshal(b, &st) != nil || st.Source == "" {
 		return os.Remove(stateFile)
 	}
-	if len(st.Placeholders) > 0 {
+	// The placeholders go with the last box that uses the workspace:
+	// removing one under another running box would lift its protection
+	// there (a directory removed on the host is unmounted everywhere).
+	err = withShared(st.Source, func(sh *shared) error {
+		sh.Users = slices.DeleteFunc(sh.Users, func(u string) bool { return u == stateFile })
+		sh.Placeholders = union(sh.Placeholders, st.Placeholders)
+		if len(sh.Users) > 0 {
+			return nil
+		}
 		if fd, err := sandbox.OpenWorkspace(st.Source); err == nil {
-			for i := len(st.Placeholders) - 1; i >= 0; i-- { // .git's inner ones first
-				removePlaceholder(fd, st.Placeholders[i])
+			for i := len(sh.Placeholders) - 1; i >= 0; i-- { // .git's inner ones first
+				removePlaceholder(fd, sh.Placeholders[i])
 			}
 			unix.Close(fd)
 		}
+		sh.Placeholders = nil
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return os.Remove(stateFile)
+}
+
+// SharedDir keeps, per host workspace, which boxes use its placeholders
+// (one file per workspace, locked while read and written): every Runner
+// on the host shares it, since two sessions, of one Runner or two, may
+// bind the same workspace. It lives as long as the mounts do (a tmpfs).
+var SharedDir = "/run/paddock-wsmount"
+
+// shared is the record of one workspace in SharedDir.
+type shared struct {
+	Users        []string      `json:"users"` // the state files of the boxes that use it
+	Placeholders []placeholder `json:"placeholders,omitempty"`
+}
+
+// withShared runs f on the workspace's shared record under its lock, and
+// saves it (or removes it when nothing is left). Users whose state file is
+// gone (a box removed while its Runner was down, a test's) are dropped.
+func withShared(source string, f func(*shared) error) error {
+	if err := os.MkdirAll(SharedDir, 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	sum := sha256.Sum256([]byte(source))
+	base := filepath.Join(SharedDir, hex.EncodeToString(sum[:16]))
+	lock, err := os.OpenFile(base+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("workspace: lock %s: %w", base, err)
+	}
+	var sh shared
+	if b, err := os.ReadFile(base + ".json"); err == nil {
+		_ = json.Unmarshal(b, &sh) // a damaged record counts no user
+	}
+	sh.Users = slices.DeleteFunc(sh.Users, func(u string) bool {
+		_, err := os.Stat(u)
+		return err != nil
+	})
+	ferr := f(&sh)
+	if len(sh.Users) == 0 && len(sh.Placeholders) == 0 {
+		if err := os.Remove(base + ".json"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return ferr
+	}
+	b, _ := json.Marshal(sh)
+	if err := atomicfile.WriteNoSync(base+".json", b, 0o600); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// union is a with the placeholders of b it lacks (by path).
+func union(a, b []placeholder) []placeholder {
+	for _, p := range b {
+		if !slices.ContainsFunc(a, func(q placeholder) bool { return q.Path == p.Path }) {
+			a = append(a, p)
+		}
+	}
+	return a
 }
 
 // removePlaceholder removes p if it is still the directory Mount made
@@ -465,4 +546,30 @@ func removePlaceholder(ws int, p placeholder) {
 		return
 	}
 	_ = unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) // fails, and keeps it, if not empty
+}
+
+// fsType names the filesystem type of the mount fd is on, as
+// /proc/self/mountinfo says it ("ext4", "nfs4", "fuse.sshfs"), or "".
+func fsType(fd int) string {
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return ""
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	id := strconv.FormatUint(stx.Mnt_id, 10) + " "
+	for _, l := range strings.Split(string(mi), "\n") {
+		if !strings.HasPrefix(l, id) {
+			continue
+		}
+		// ... optional fields - FSTYPE SOURCE OPTIONS
+		if _, after, ok := strings.Cut(l, " - "); ok {
+			if f := strings.Fields(after); len(f) > 0 {
+				return f[0]
+			}
+		}
+	}
+	return ""
 }

@@ -234,3 +234,35 @@ func TestRefused(t *testing.T) {
 		t.Fatal("mounted anyway")
 	}
 }
+
+// TestTwoBoxesOneWorkspace: the placeholders stay while any box uses the
+// workspace: the first to stop must not lift the second's protection.
+func TestTwoBoxesOneWorkspace(t *testing.T) {
+	testenv.Root(t)
+	ws := newWorkspace(t, true)
+	dir := testenv.TraversableTempDir(t)
+	a := Options{Source: ws, Target: filepath.Join(dir, "a"), State: filepath.Join(dir, "a.json"), BoxUID: boxUID, BoxGID: boxUID}
+	b := a
+	b.Target, b.State = filepath.Join(dir, "b"), filepath.Join(dir, "b.json")
+	for _, o := range []Options{a, b} {
+		if _, err := Mount(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer Unmount(b.Target, b.State)
+	if err := Unmount(a.Target, a.State); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".vscode")); err != nil {
+		t.Fatalf("the first box's stop removed a placeholder the second relies on: %v", err)
+	}
+	if out, code := asBox(t, `mkdir -p `+b.Target+`/.vscode && echo x > `+b.Target+`/.vscode/tasks.json`); code == 0 {
+		t.Fatalf("the second box could write .vscode after the first stopped: %q", out)
+	}
+	if err := Unmount(b.Target, b.State); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".vscode")); err == nil {
+		t.Fatal("the placeholder is left after the last box")
+	}
+}
