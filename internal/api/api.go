@@ -8,6 +8,7 @@
 //	GET /v1/health                 Health
 //	GET /v1/credential             credential.Status of the credential in use
 //	GET /v1/sessions/{id}/logs?n=N the session's proxy decisions, oldest first
+//	GET /v1/sessions/{ref}/wait    long poll for claude's activity (wait.go)
 package api
 
 import (
@@ -128,6 +129,7 @@ func Handler(b Backend) http.Handler {
 		writeJSON(w, 200, es)
 	})
 	sessionRoutes(mux, b)
+	waitRoute(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("no API route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
 	})

@@ -40,6 +40,9 @@ type CreateRequest struct {
 	ClaudeVersion string `json:"claude_version,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
+	// Restart is the restart policy for claude's exits: no, on-failure
+	// (the default) or always (activity.Policy).
+	Restart string `json:"restart,omitempty"`
 	// Credential, if set, is this session's own credential (the session
 	// creator's), used instead of the owner's; CredentialKind says its
 	// kind (default: from its prefix). It is stored like the owner's

@@ -12,6 +12,7 @@
 //	listen   nothing more; the guest now listens on Addr in the box and opens
 //	         one "forward" stream per accepted connection.
 //	forward  (guest → Runner) raw bytes of one forwarded connection to Service.
+//	events   lines of JSON from the guest: reports about claude (events.go).
 //
 // The channel itself tells the Runner which session a stream belongs to: a
 // Conn is made for one box, so anything arriving on it is that box's.

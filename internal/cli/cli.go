@@ -3,7 +3,8 @@
 //
 // Exit codes (exitCode is the one place errors become them): 0 success,
 // 1 failure, 2 bad usage or input, 3 the Runner or a dependency is
-// unavailable, 4 not found, 5 conflict or forbidden.
+// unavailable, 4 not found, 5 conflict or forbidden; paddock wait adds
+// 6 timed out and 7 the session stopped running (activity.go).
 package cli
 
 import (
@@ -133,6 +134,8 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		devCmd(o),
 		imageCmd(g, o),
 		claudeCmd(g, o),
+		waitCmd(g, o),
+		inspectCmd(g, o),
 	)
 	return root.ExecuteContext(ctx)
 }

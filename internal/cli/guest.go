@@ -38,6 +38,15 @@ func guestCmd(o IO) *cobra.Command {
 			return guest.Bridge(socket, o.Stdin, o.Stdout)
 		},
 	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "hook EVENT",
+		Short: "Report a Claude Code hook (stdin: its JSON) or tmux's pane-died to the guest; never fails, prints nothing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			guest.Hook(socket, args[0], o.Stdin)
+			return nil
+		},
+	})
 	var proxy string
 	selftest := &cobra.Command{
 		Use:   "selftest",

@@ -107,6 +107,7 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
 	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
 	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
+	f.StringVar(&req.Restart, "restart", "on-failure", "when claude exits: no, on-failure (not after /exit) or always; restarts resume the conversation (at most 5 in 10 minutes, backoff 1s..60s)")
 	return cmd
 }
 
@@ -178,10 +179,11 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				return enc.Encode(shown)
 			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tSTATE\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			fmt.Fprintln(tw, "NAME\tID\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			now := time.Now()
 			for _, s := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], s.Observed, s.Backend, s.CredentialMode,
-					s.Egress, dash(s.Model), ago(s.Created), s.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], s.Observed, activityText(s, now),
+					s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
 			}
 			return tw.Flush()
 		},
@@ -237,10 +239,12 @@ func sleepCmd(g *globals, o IO) *cobra.Command {
 }
 
 func wakeCmd(g *globals, o IO) *cobra.Command {
-	return simple(g, o, "wake", "Start a sleeping session again: a new token, claude --resume",
+	cmd := simple(g, o, "wake", "Start a sleeping session again, or its claude that exited: claude --resume",
 		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
 			return c.Wake(cmd.Context(), ref)
 		}, "is running")
+	cmd.Aliases = []string{"restart"}
+	return cmd
 }
 
 func rmCmd(g *globals, o IO) *cobra.Command {

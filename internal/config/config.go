@@ -45,6 +45,19 @@ type Config struct {
 	Web        Web        `toml:"web"`
 	Credential Credential `toml:"credential"`
 	Relays     []Relay    `toml:"relay"`
+	Notify     Notify     `toml:"notify"`
+}
+
+// Notify configures the host command the Runner runs when a session starts
+// waiting for a person or its claude exits ([notify]).
+type Notify struct {
+	// Command runs with /bin/sh -c, with PADDOCK_SESSION, PADDOCK_SESSION_ID,
+	// PADDOCK_ACTIVITY, PADDOCK_EXIT_STATUS and PADDOCK_REASON in an
+	// environment of its own (never the Runner's, which may hold a
+	// credential); "" runs nothing.
+	Command string `toml:"command"`
+	// Timeout ends the command (SIGKILL) after this long.
+	Timeout Duration `toml:"timeout"`
 }
 
 // Relay is a further route of the credential proxy ([[relay]]): requests
@@ -204,6 +217,7 @@ func Default() Config {
 		Docker:   Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
 		Egress:   Egress{MaxTunnels: 64},
 		Web:      Web{Listen: "127.0.0.1:7777"},
+		Notify:   Notify{Timeout: Duration(10 * time.Second)},
 	}
 }
 
@@ -402,6 +416,12 @@ func (c Config) Validate() error {
 	}
 	if c.Egress.MaxTunnels < 1 || c.Egress.MaxTunnels > 100000 {
 		return &Error{Key: "egress.max_tunnels", Msg: fmt.Sprintf("%d is outside 1..100000", c.Egress.MaxTunnels)}
+	}
+	if d := c.Notify.Timeout.D(); d < 100*time.Millisecond || d > 10*time.Minute {
+		return &Error{Key: "notify.timeout", Msg: fmt.Sprintf("%v is outside 100ms..10m", d)}
+	}
+	if strings.ContainsRune(c.Notify.Command, 0) || len(c.Notify.Command) > 4096 {
+		return &Error{Key: "notify.command", Msg: "must be a shell command of at most 4096 bytes, without NUL"}
 	}
 	for name, p := range c.Egress.Policies {
 		if _, err := egress.NewPolicy("allowlist", p.Allow, p.Deny); err != nil {

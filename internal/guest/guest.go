@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/version"
 )
@@ -43,9 +44,10 @@ type Options struct {
 
 // Guest serves channels.
 type Guest struct {
-	opts  Options
-	log   *slog.Logger
-	procs *procs
+	opts    Options
+	log     *slog.Logger
+	procs   *procs
+	reports *reportHub // hook reports, fanned out to events streams (hook.go)
 
 	mu        sync.Mutex
 	listeners map[string]net.Listener // by address; a new listen replaces the old
@@ -59,7 +61,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	g := &Guest{opts: o, log: o.Log, procs: newProcs(o.Reap), listeners: map[string]net.Listener{}}
+	g := &Guest{opts: o, log: o.Log, procs: newProcs(o.Reap), reports: newReportHub(), listeners: map[string]net.Listener{}}
+	g.procs.orphan = func() { g.reports.publish(activity.Report{Event: activity.EventReaped}) }
 	if err := os.MkdirAll(dirOf(o.Socket), 0o700); err != nil {
 		return fmt.Errorf("guest: %w", err)
 	}
@@ -73,6 +76,9 @@ func Run(ctx context.Context, o Options) error {
 	go prestartThreads(8)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := g.listenHooks(ctx, dirOf(o.Socket)+"/"+HookSocketName); err != nil {
+		g.log.Warn("guest: no hook socket; claude's activity will not be reported", "error", err)
+	}
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -164,6 +170,8 @@ func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h cha
 		st.Close()
 	case channel.TypeExec:
 		g.exec(st, br, h)
+	case channel.TypeEvents:
+		g.events(srv, st)
 	case channel.TypeListen:
 		err := g.listen(srv, h.Addr, h.Service)
 		r := channel.Reply{OK: err == nil}

@@ -16,6 +16,9 @@ type procs struct {
 
 	mu      sync.Mutex // held across start+register, so the reaper never misses a pid
 	waiting map[int]chan syscall.WaitStatus
+	// orphan, if set, is called (without mu) after an orphan was reaped:
+	// tmux's server is one, so its end can be noticed.
+	orphan func()
 }
 
 func newProcs(reap bool) *procs {
@@ -71,11 +74,15 @@ func (p *procs) reapLoop() {
 				break
 			}
 			p.mu.Lock()
-			if ch, ok := p.waiting[pid]; ok {
+			ch, ok := p.waiting[pid]
+			if ok {
 				ch <- ws
 				delete(p.waiting, pid)
 			}
 			p.mu.Unlock()
+			if !ok && p.orphan != nil {
+				p.orphan()
+			}
 		}
 	}
 }

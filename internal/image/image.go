@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
 )
@@ -95,6 +96,9 @@ RUN set -eu; \
     chown {{.UID}}:{{.UID}} {{.Home}} {{.Workspace}}; chmod 0700 {{.Home}}
 # The pinned Claude Code: one native binary, mode 0555 from the context.
 COPY claude /usr/local/bin/claude
+# Claude Code's managed settings: paddock's activity hooks, where the box
+# user (and a repository) cannot remove them (read-only root).
+COPY managed-settings.json {{.ManagedSettings}}
 # The guest, last: it changes with every paddock build.
 COPY paddock /usr/local/bin/paddock
 ENV DISABLE_AUTOUPDATER=1 \
@@ -117,6 +121,7 @@ func Dockerfile(s Spec) (string, error) {
 		"Base": s.Base, "ClaudeVersion": s.ClaudeVersion, "UID": sandbox.BoxUID, "User": sandbox.BoxUser,
 		"Home": sandbox.HomeDir, "Workspace": sandbox.WorkspaceDir,
 		"LabelImage": LabelImage, "LabelClaude": LabelClaudeVersion, "LabelBase": LabelBase,
+		"ManagedSettings": claudecode.ManagedSettingsPath,
 	})
 	return b.String(), err
 }
@@ -187,6 +192,10 @@ func writeContext(w io.Writer, df, claudeBin, paddockBin string) error {
 		return err
 	}
 	if err := add("Dockerfile", 0o644, int64(len(df)), strings.NewReader(df)); err != nil {
+		return err
+	}
+	ms := claudecode.ManagedSettings("/usr/local/bin/paddock")
+	if err := add("managed-settings.json", 0o444, int64(len(ms)), bytes.NewReader(ms)); err != nil {
 		return err
 	}
 	for name, path := range map[string]string{"claude": claudeBin, "paddock": paddockBin} {

@@ -1,5 +1,5 @@
 // Package metrics exposes the Runner's Prometheus metrics: sessions by
-// state, credential proxy requests by route and status, tokens, egress
+// state and by activity, credential proxy requests by route and status, tokens, egress
 // decisions, request durations. It watches decisions as a decisionlog.Sink
 // placed beside the per-session log, so the proxies carry no metrics code.
 package metrics
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/session"
 )
@@ -45,7 +46,9 @@ func New(sessions Sessions) *Metrics {
 	m.reg.MustRegister(m.requests, m.tokens, m.egress, m.duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sessionCollector{list: sessions, desc: prometheus.NewDesc("paddock_sessions",
-			"Sessions by observed state.", []string{"state"}, nil)})
+			"Sessions by observed state.", []string{"state"}, nil),
+			activity: prometheus.NewDesc("paddock_sessions_activity",
+				"Running sessions by what their Claude Code does (unknown: no report yet).", []string{"activity"}, nil)})
 	return m
 }
 
@@ -82,11 +85,12 @@ func routeOf(path string) string {
 }
 
 type sessionCollector struct {
-	list Sessions
-	desc *prometheus.Desc
+	list     Sessions
+	desc     *prometheus.Desc
+	activity *prometheus.Desc
 }
 
-func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.activity }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ss, err := c.list(context.Background())
@@ -94,11 +98,22 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[session.State]int{session.Created: 0, session.Running: 0, session.Asleep: 0, session.Failed: 0, session.Removed: 0}
+	acts := map[activity.State]int{activity.Starting: 0, activity.Working: 0, activity.Waiting: 0, activity.Exited: 0}
 	for _, s := range ss {
 		counts[s.Observed]++
+		if s.Observed == session.Running {
+			acts[s.Activity.State]++ // "" is a session with no report yet
+		}
 	}
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(st))
+	}
+	for a, n := range acts {
+		label := string(a)
+		if label == "" {
+			label = "unknown"
+		}
+		ch <- prometheus.MustNewConstMetric(c.activity, prometheus.GaugeValue, float64(n), label)
 	}
 }
 

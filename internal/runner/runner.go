@@ -87,6 +87,7 @@ type Runner struct {
 	policies    map[string]*egress.Policy // by session id; none means offline
 
 	sess sessionsState
+	act  activityState // what claude does in each session (activity.go)
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
 	// stopping is set when Serve shuts down: channels that end then were

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
@@ -99,6 +100,7 @@ func (r *Runner) setLive(id string, l *live) {
 	if l != nil && l.link != nil {
 		if old := r.sess.live[id]; old == nil || old.link != l.link {
 			go r.watchLink(id, l.link)
+			go r.watchEvents(id, l.link) // claude's activity (activity.go)
 		}
 	}
 	if l == nil {
@@ -187,11 +189,13 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	r.overlayActivity(out)
 	return out, nil
 }
 
 func (r *Runner) save(s *session.Session) error {
 	s.Updated = time.Now().UTC()
+	r.stampActivity(s) // the activity in memory is the current one
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -280,6 +284,10 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err := session.ValidEffort(req.Effort); err != nil {
 		return session.Session{}, err
 	}
+	restart, err := activity.ParsePolicy(req.Restart)
+	if err != nil {
+		return session.Session{}, err
+	}
 	lim := limits.Limits{RPM: r.opts.Config.Sessions.RPM, Concurrent: r.opts.Config.Sessions.MaxStreams, TokenBudget: r.opts.Config.Sessions.TokenBudget}
 	if req.RPM < 0 || req.MaxStreams < 0 || req.TokenBudget < 0 {
 		return session.Session{}, fmt.Errorf("limits must be 0 (none) or more: %w", errdefs.ErrInvalid)
@@ -356,6 +364,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
 		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace,
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
+	s.Restart = restart
 	unlock := r.sessionLock(id)
 	defer unlock()
 	for name, v := range req.RelaySecrets {
@@ -582,6 +591,8 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		"set-option", "-g", "status", "off", ";",
 		"set-option", "-g", "history-limit", "50000", ";",
 		"set-option", "-g", "focus-events", "on", ";",
+		// claude's end, reported to the guest; the Runner then asks tmux how (activity.go)
+		"set-hook", "-g", "pane-died", "run-shell -b 'paddock guest hook pane-died'", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		claudecode.Args(o)...)
 	script := `set -e
@@ -611,6 +622,7 @@ exec "$@"`
 	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
+	r.claudeStarted(s) // activity: starting, until its SessionStart hook (activity.go)
 	return env, nil
 }
 
@@ -872,6 +884,9 @@ func (r *Runner) reload(id string) (session.Session, error) {
 // Wake starts an asleep (or failed, or never started) session: a new
 // token, and claude --resume.
 func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) {
+	if s, ok, err := r.wakeExited(ctx, ref); ok { // claude exited in a running box (activity.go)
+		return s, err
+	}
 	s, unlock, err := r.lockSession(ctx, ref, session.OpWake)
 	if err != nil {
 		return s, err

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/limits"
 )
@@ -130,6 +131,14 @@ type Session struct {
 
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
+
+	// Activity is what claude does now (working, waiting, exited), beside
+	// the lifecycle state; kept current by the Runner while the session runs.
+	Activity activity.Activity `json:"activity,omitzero"`
+	// Restart is the restart policy for claude's exits ("" is
+	// activity.DefaultPolicy); Restarts counts the automatic restarts.
+	Restart  activity.Policy   `json:"restart,omitempty"`
+	Restarts activity.Restarts `json:"restarts,omitzero"`
 
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`

@@ -470,6 +470,7 @@ func (b *Backend) args(r *record) []string {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
+	a = append(a, b.managedSettingsArgs(dir)...) // paddock's hooks for claude's activity (managed.go)
 	a = append(a, "--ro-bind", b.cfg.GuestBinary, "/opt/paddock/bin/paddock")
 	if claude := cmp.Or(r.Claude, b.cfg.ClaudeBinary); claude != "" {
 		a = append(a, "--ro-bind", claude, "/opt/claude/bin/claude")

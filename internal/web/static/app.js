@@ -12,6 +12,16 @@ async function call(method, path, body) {
 
 function cell(tr, text) { const td = document.createElement("td"); td.textContent = text; tr.appendChild(td); return td; }
 
+// activityText mirrors paddock ls: "working 2m", "waiting 5s", "exited 1".
+function activityText(s) {
+  const a = s.activity || {};
+  if (!a.state || (s.observed !== "running" && a.state !== "exited")) return "-";
+  if (a.state === "exited") return "exited " + (a.signal || (a.exit_status === -1 ? "?" : String(a.exit_status || 0))) + (a.reason ? " (" + a.reason + ")" : "");
+  if (a.state !== "working" && a.state !== "waiting") return a.state;
+  const d = Math.max(0, Math.floor((Date.now() - new Date(a.since)) / 1000));
+  return a.state + " " + (d < 60 ? d + "s" : d < 3600 ? Math.floor(d / 60) + "m" : Math.floor(d / 3600) + "h");
+}
+
 async function showList() {
   $("#list").hidden = false; $("#session").hidden = true; $("#where").textContent = "";
   const rows = await call("GET", "/api/sessions");
@@ -20,7 +30,7 @@ async function showList() {
     const tr = document.createElement("tr"); tr.dataset.name = s.name;
     const a = document.createElement("a"); a.href = "#/s/" + encodeURIComponent(s.name); a.textContent = s.name;
     cell(tr, "").appendChild(a);
-    cell(tr, s.observed); cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
+    cell(tr, s.observed); cell(tr, activityText(s)).className = "activity"; cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
     cell(tr, new Date(s.created).toLocaleString()); cell(tr, String(s.tokens_used));
     const act = cell(tr, "");
     const btn = (label, f) => { const b = document.createElement("button"); b.textContent = label; b.onclick = async () => { try { await f(); } catch (e) { alert(e.message); } showList(); }; act.appendChild(b); };
@@ -89,3 +99,6 @@ function route() {
 }
 window.onhashchange = route;
 route();
+
+// The list stays live: activity changes every turn.
+setInterval(() => { if (!$("#list").hidden) showList().catch(() => {}); }, 2000);

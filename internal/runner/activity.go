@@ -1,0 +1,634 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/activity"
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
+)
+
+// activityState is what claude does in each session, in memory: the
+// truth while this Runner runs. save() stamps it into the record it
+// writes and Sessions() lays it over what it reads, so no operation that
+// saves a record it read earlier can put an old activity back.
+//
+// Reports change it without the session's lock (a turn must not wait for
+// a wake); everything that looks into the box or restarts claude (pane
+// checks, restarts) takes the lock, so it never races a launch.
+type activityState struct {
+	mu sync.Mutex
+	m  map[string]*actEntry // by session id
+	// changed is closed and replaced at every change (WaitActivity).
+	changed chan struct{}
+	notify  notifier
+}
+
+// actEntry is one session's activity and what is needed to keep it.
+type actEntry struct {
+	a activity.Activity
+	// conv is the Claude Code conversation whose hooks count.
+	conv string
+	// endReason is claude's own SessionEnd reason, for its exit's reason.
+	endReason string
+	// gen changes at every start and every exit of claude: a restart
+	// scheduled for one exit does nothing after a later start.
+	gen uint64
+	// oomBase is the box's OOM kill count when claude started.
+	oomBase int64
+	// checking: a pane check runs; recheck: another was asked meanwhile.
+	checking, recheck bool
+	// persisting: a save of the activity is on its way.
+	persisting bool
+}
+
+// Bounds on the reports of one box as the Runner reads them, after the
+// guest's own: a token bucket (reports beyond it are dropped, logged once
+// per channel) and the line length.
+const (
+	linkReportRate  = 20
+	linkReportBurst = 40
+)
+
+// entry returns the session's entry, making it from the record if needed.
+// Call with a.mu held.
+func (st *activityState) entry(s *session.Session) *actEntry {
+	if st.m == nil {
+		st.m = map[string]*actEntry{}
+	}
+	e := st.m[s.ID]
+	if e == nil {
+		e = &actEntry{a: s.Activity, conv: s.ClaudeSessionID}
+		st.m[s.ID] = e
+	}
+	return e
+}
+
+// broadcast wakes every WaitActivity. Call with mu held.
+func (st *activityState) broadcast() {
+	if st.changed != nil {
+		close(st.changed)
+	}
+	st.changed = make(chan struct{})
+}
+
+// waitChan is closed at the next change.
+func (st *activityState) waitChan() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.changed
+}
+
+// stampActivity puts the session's current activity into s (save calls it).
+func (r *Runner) stampActivity(s *session.Session) {
+	r.act.mu.Lock()
+	defer r.act.mu.Unlock()
+	if e := r.act.m[s.ID]; e != nil {
+		s.Activity = e.a
+	}
+}
+
+// overlayActivity lays the current activities over records read from
+// the store.
+func (r *Runner) overlayActivity(ss []session.Session) {
+	r.act.mu.Lock()
+	defer r.act.mu.Unlock()
+	for i := range ss {
+		if e := r.act.m[ss[i].ID]; e != nil {
+			ss[i].Activity = e.a
+		}
+	}
+}
+
+// claudeStarted records that claude was just (re)started in s's box: its
+// activity is starting until its SessionStart hook says it waits at its
+// prompt. launch calls it; s is saved by the caller.
+func (r *Runner) claudeStarted(s *session.Session) {
+	now := time.Now().UTC()
+	r.act.mu.Lock()
+	e := r.act.entry(s)
+	e.a = activity.Activity{State: activity.Starting, Since: now}
+	e.conv, e.endReason = s.ClaudeSessionID, ""
+	e.gen++
+	s.Activity = e.a
+	r.act.broadcast()
+	r.act.mu.Unlock()
+	go r.oomBaseline(s.ID, s.Backend, s.BoxID)
+}
+
+// oomBaseline notes the box's OOM kill count now, so a later SIGKILL of
+// claude can be told to be the kernel's for want of memory.
+func (r *Runner) oomBaseline(id, backend, boxID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	be, err := r.backend(ctx, backend)
+	if err != nil {
+		return
+	}
+	mw, ok := be.(sandbox.MemoryWatcher)
+	if !ok {
+		return
+	}
+	n, _, err := mw.OOMKills(ctx, boxID)
+	if err != nil {
+		return
+	}
+	r.act.mu.Lock()
+	if e := r.act.m[id]; e != nil {
+		e.oomBase = n
+	}
+	r.act.mu.Unlock()
+}
+
+// setActivity changes the session's activity, wakes its waiters, runs the
+// notify command on a change to waiting or exited, and saves it in the
+// background.
+func (r *Runner) setActivity(s *session.Session, a activity.Activity) {
+	r.act.mu.Lock()
+	e := r.act.entry(s)
+	prev := e.a
+	e.a = a
+	if a.State == activity.Exited {
+		e.gen++
+	}
+	r.act.broadcast()
+	r.act.mu.Unlock()
+	s.Activity = a
+	r.activityChanged(*s, prev, a)
+}
+
+// activityChanged logs a change, notifies, and persists it.
+func (r *Runner) activityChanged(s session.Session, prev, a activity.Activity) {
+	if prev.State == a.State {
+		return
+	}
+	r.log.Debug("session activity", logkey.Session, s.ID, "activity", string(a.State), "was", string(prev.State))
+	if a.State == activity.Waiting || a.State == activity.Exited {
+		r.notify(s, a)
+	}
+	r.persistActivity(s.ID)
+}
+
+// persistActivity saves the session's record with its current activity,
+// once the session's lock is free; one save at a time per session, and
+// changes meanwhile ride along with it.
+func (r *Runner) persistActivity(id string) {
+	r.act.mu.Lock()
+	e := r.act.m[id]
+	if e == nil || e.persisting {
+		r.act.mu.Unlock()
+		return
+	}
+	e.persisting = true
+	r.act.mu.Unlock()
+	go func() {
+		unlock := r.sessionLock(id)
+		defer unlock()
+		r.act.mu.Lock()
+		e.persisting = false
+		r.act.mu.Unlock()
+		s, err := r.reload(id)
+		if err != nil || !s.Live() {
+			return
+		}
+		_ = r.save(&s) // stamps the activity
+	}()
+}
+
+// watchEvents reads the reports of the box behind l until its channel
+// ends, and watches the box itself through the backend's Wait. setLive
+// starts it for every new channel.
+func (r *Runner) watchEvents(id string, l *Link) {
+	s, err := r.reload(id)
+	if err != nil {
+		return
+	}
+	r.act.mu.Lock()
+	r.act.entry(&s)
+	r.act.mu.Unlock()
+	go r.waitBox(id, s.Backend, l)
+	// A re-adopted box may have lost claude while no Runner watched; and
+	// a report can be lost (a box may drop them all), so the pane is
+	// looked at now and then too.
+	r.requestCheck(id, l)
+	go func() {
+		t := time.NewTicker(paneCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.Client.Done():
+				return
+			case <-t.C:
+				r.requestCheck(id, l)
+			}
+		}
+	}()
+	st, br, err := l.Client.Events(time.Now().Add(30 * time.Second))
+	if err != nil {
+		var re *channel.RemoteError
+		if errors.As(err, &re) {
+			r.log.Warn("the box's guest sends no activity reports (an older paddock guest; rebuild the image with paddock image build); claude's activity stays unknown",
+				logkey.Session, id)
+		}
+		return
+	}
+	defer st.Close()
+	go func() { <-l.Client.Done(); st.Close() }()
+	lim := activity.Limiter{Rate: linkReportRate, Burst: linkReportBurst}
+	var warned atomic.Bool
+	warn := func(msg string) {
+		if warned.CompareAndSwap(false, true) {
+			r.log.Warn(msg, logkey.Session, id)
+		}
+	}
+	for {
+		line, err := readLine(br, channel.MaxEventLine)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			warn("the box sent an activity report over the size limit; its reports are no longer read until it reconnects")
+			return
+		}
+		if err != nil {
+			return
+		}
+		if !lim.Allow(time.Now()) {
+			warn("the box sends activity reports faster than allowed; the excess is dropped (logged once)")
+			continue
+		}
+		rep, err := activity.ParseReport(line)
+		if err != nil {
+			warn("the box sent a malformed activity report; it and later ones like it are dropped (logged once)")
+			continue
+		}
+		r.applyReport(id, l, rep)
+	}
+}
+
+// readLine reads one line of at most max bytes (newline included) and
+// returns it without the newline; a longer line is bufio.ErrBufferFull.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		line = append(line, frag...)
+		if len(line) > max {
+			return nil, bufio.ErrBufferFull
+		}
+		if err == nil {
+			return line[:len(line)-1], nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// applyReport moves the session's activity as a report says.
+func (r *Runner) applyReport(id string, l *Link, rep activity.Report) {
+	now := time.Now().UTC()
+	r.act.mu.Lock()
+	e := r.act.m[id]
+	if e == nil {
+		r.act.mu.Unlock()
+		return
+	}
+	e.conv = activity.Conversation(e.conv, rep)
+	if rep.Event == activity.EventSessionEnd && rep.SessionID == e.conv {
+		e.endReason = rep.Reason
+	}
+	prev := e.a
+	next, changed, effect := activity.Apply(e.a, rep, e.conv, now)
+	if changed {
+		e.a = next
+		r.act.broadcast()
+	}
+	r.act.mu.Unlock()
+	if effect == activity.CheckPane {
+		r.log.Debug("box reports a possible end of claude", logkey.Session, id, "event", rep.Event)
+		r.requestCheck(id, l)
+	}
+	if changed {
+		if s, err := r.reload(id); err == nil {
+			s.Activity = next
+			r.activityChanged(s, prev, next)
+		}
+	}
+}
+
+// requestCheck looks at claude's pane soon, once even if asked often.
+func (r *Runner) requestCheck(id string, l *Link) {
+	r.act.mu.Lock()
+	e := r.act.m[id]
+	if e == nil {
+		r.act.mu.Unlock()
+		return
+	}
+	if e.checking {
+		e.recheck = true
+		r.act.mu.Unlock()
+		return
+	}
+	e.checking = true
+	r.act.mu.Unlock()
+	go func() {
+		for {
+			r.checkPane(id, l)
+			r.act.mu.Lock()
+			if !e.recheck {
+				e.checking = false
+				r.act.mu.Unlock()
+				return
+			}
+			e.recheck = false
+			r.act.mu.Unlock()
+		}
+	}()
+}
+
+// paneTimeout bounds the look at claude's pane; paneCheckEvery is how
+// often the Runner looks without a report (one tmux command in the box).
+const (
+	paneTimeout    = 10 * time.Second
+	paneCheckEvery = 5 * time.Second
+)
+
+// checkPane asks tmux in the box whether claude's pane is dead and, if it
+// is, records claude's exit and applies the restart policy. It runs under
+// the session's lock, so it never sees the tmux of a launch in progress.
+func (r *Runner) checkPane(id string, l *Link) {
+	unlock := r.sessionLock(id)
+	defer unlock()
+	lv := r.getLive(id)
+	if lv == nil || lv.link != l || r.stopping.Load() {
+		return
+	}
+	s, err := r.reload(id)
+	if err != nil || s.Observed != session.Running {
+		return
+	}
+	r.act.mu.Lock()
+	e := r.act.entry(&s)
+	already := e.a.State == activity.Exited
+	endReason, oomBase := e.endReason, e.oomBase
+	r.act.mu.Unlock()
+	if already {
+		return
+	}
+	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "tmux", "-L", TmuxSocket,
+		"display-message", "-p", "-t", TmuxSession, "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}")
+	if err != nil {
+		return // the channel is in trouble: watchLink sees to that
+	}
+	ex, dead := parsePane(out, code)
+	if !dead {
+		r.log.Debug("claude's pane checked: alive", logkey.Session, id, "tmux", logkey.Clip(strings.TrimSpace(out), 200))
+		return
+	}
+	ex.EndReason = endReason
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if be, err := r.backend(ctx, s.Backend); err == nil {
+		if mw, ok := be.(sandbox.MemoryWatcher); ok {
+			if n, limit, err := mw.OOMKills(ctx, s.BoxID); err == nil {
+				ex.OOM, ex.MemoryLimit = n > oomBase, limit
+			}
+		}
+	}
+	a := activity.Ended(ex, time.Now().UTC())
+	r.setActivity(&s, a)
+	r.log.Warn("claude exited", logkey.Session, s.ID, "exit_status", a.ExitStatus, "signal", a.Signal, logkey.Reason, a.Reason)
+	r.supervise(&s)
+}
+
+// parsePane reads `#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}`
+// (tmux 3.3 gives the signal by number; a name, with or without SIG, is
+// read too). The pane counts as dead when tmux says so, and also when
+// tmux already has claude's exit status but has not yet marked the pane
+// dead (it waits for the terminal to drain, which a process claude left
+// behind may delay). A tmux that has no server or no claude session any
+// more counts as dead, with nothing known of how.
+func parsePane(out string, code int) (activity.Exit, bool) {
+	if code != 0 {
+		if strings.Contains(out, "no server running") || strings.Contains(out, "can't find session") ||
+			strings.Contains(out, "error connecting") || strings.Contains(out, "server exited") {
+			return activity.Exit{Status: -1, Gone: true}, true
+		}
+		return activity.Exit{}, false
+	}
+	f := strings.Split(strings.TrimSpace(out), "|")
+	if len(f) < 3 || f[0] != "1" && f[1] == "" && f[2] == "" {
+		return activity.Exit{}, false
+	}
+	ex := activity.Exit{Status: -1}
+	if n, err := strconv.Atoi(f[1]); err == nil {
+		ex.Status = n
+	}
+	if sig := f[2]; sig != "" {
+		if n, err := strconv.Atoi(sig); err == nil {
+			ex.Signal = n
+		} else {
+			ex.Signal = signalNumber(sig)
+		}
+	}
+	return ex, true
+}
+
+// signalNumber is the number of a signal named "KILL" or "SIGKILL"; 0 if unknown.
+func signalNumber(name string) int {
+	name = "SIG" + strings.TrimPrefix(strings.ToUpper(name), "SIG")
+	for n := 1; n < 65; n++ {
+		if activity.SignalName(n) == name {
+			return n
+		}
+	}
+	return 0
+}
+
+// supervise applies the session's restart policy to claude's exit: a
+// restart with --resume after the backoff, or the reason it stays exited.
+// Call with the session's lock held; it saves s.
+func (r *Runner) supervise(s *session.Session) {
+	d := activity.Decide(s.Restart, s.Activity, s.Restarts, time.Now())
+	if !d.Restart {
+		if s.Restart != activity.RestartNo && s.Activity.Failed() {
+			s.Restarts.LastReason = d.Why
+		}
+		_ = r.save(s)
+		r.log.Info("claude stays exited", logkey.Session, s.ID, logkey.Reason, d.Why)
+		return
+	}
+	_ = r.save(s)
+	r.act.mu.Lock()
+	gen := r.act.entry(s).gen
+	r.act.mu.Unlock()
+	lv := r.getLive(s.ID)
+	if lv == nil {
+		return
+	}
+	r.log.Info("claude will be restarted", logkey.Session, s.ID, "in", d.Delay.String(), logkey.Reason, d.Why)
+	id, link, reason := s.ID, lv.link, s.Activity.Reason
+	time.AfterFunc(d.Delay, func() { r.restartClaude(id, link, gen, reason) })
+}
+
+// restartClaude starts claude again with --resume in a box whose claude
+// exited, unless anything happened since (a wake, a sleep, another exit).
+func (r *Runner) restartClaude(id string, l *Link, gen uint64, reason string) {
+	unlock := r.sessionLock(id)
+	defer unlock()
+	lv := r.getLive(id)
+	if lv == nil || lv.link != l || r.stopping.Load() {
+		return
+	}
+	r.act.mu.Lock()
+	e := r.act.m[id]
+	current := e != nil && e.gen == gen && e.a.State == activity.Exited
+	r.act.mu.Unlock()
+	s, err := r.reload(id)
+	if !current || err != nil || s.Observed != session.Running {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := r.launch(ctx, &s, l)
+	if err != nil {
+		s.Restarts.LastReason = "restart failed: " + err.Error()
+		_ = r.save(&s)
+		r.log.Warn("claude restart failed", logkey.Session, id, logkey.Error, err)
+		return
+	}
+	r.setLive(id, &live{link: l, env: env})
+	s.Restarts = s.Restarts.Record(time.Now().UTC(), reason)
+	_ = r.save(&s)
+	r.log.Info("claude restarted", logkey.Session, id, "restarts", s.Restarts.Count, logkey.Reason, reason)
+}
+
+// wakeExited brings back claude that exited in a running box (paddock
+// wake, paddock restart): claude --resume, as a restart does, and the
+// count of recent automatic restarts starts again. handled is false when
+// the session is not such a one; Wake then goes on as usual.
+func (r *Runner) wakeExited(ctx context.Context, ref string) (s session.Session, handled bool, err error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return s, false, nil
+	}
+	if s, err = r.Session(ctx, ref); err != nil || s.Observed != session.Running || s.Activity.State != activity.Exited {
+		return s, false, nil
+	}
+	unlock := r.sessionLock(s.ID)
+	defer unlock()
+	if s, err = r.reload(s.ID); err != nil {
+		return s, true, err
+	}
+	r.stampActivity(&s)
+	lv := r.getLive(s.ID)
+	if s.Observed != session.Running || s.Activity.State != activity.Exited || lv == nil {
+		return s, false, nil
+	}
+	env, err := r.launch(ctx, &s, lv.link)
+	if err != nil {
+		return s, true, fmt.Errorf("start claude again in session %q: %w", s.Name, err)
+	}
+	r.setLive(s.ID, &live{link: lv.link, env: env})
+	s.Restarts.Recent = nil
+	r.log.Info("claude woken", logkey.Session, s.ID)
+	return s, true, r.save(&s)
+}
+
+// waitBox waits, through the backend's Wait, for the box behind l to
+// end. If it ended without the Runner asking (no sleep or rm took the
+// session's channel away first), claude's activity becomes exited with
+// the box's reason; watchLink marks the session asleep.
+func (r *Runner) waitBox(id, backend string, l *Link) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	be, err := r.backend(ctx, backend)
+	if err != nil {
+		return
+	}
+	w, ok := be.(sandbox.Waiter)
+	if !ok {
+		return
+	}
+	go func() {
+		<-l.Client.Done()
+		time.Sleep(10 * time.Second) // the box's end may follow its channel's
+		cancel()
+	}()
+	st, err := w.Wait(ctx, l.BoxID)
+	if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+		return
+	}
+	unlock := r.sessionLock(id)
+	defer unlock()
+	s, err := r.reload(id)
+	if err != nil || r.stopping.Load() {
+		return
+	}
+	lv := r.getLive(id)
+	ours := lv != nil && lv.link == l || lv == nil && s.Desired == session.Running && s.Observed != session.Running && s.BoxID == l.BoxID
+	if !ours {
+		return
+	}
+	r.stampActivity(&s)
+	if s.Activity.State == activity.Exited {
+		return
+	}
+	reason := "its box stopped"
+	if st.OOMKilled {
+		reason = "its box was killed: out of memory"
+		if lim := r.limits().WithDefaults().MemoryBytes; lim > 0 {
+			reason += fmt.Sprintf(" (limit %d MiB)", lim>>20)
+		}
+	}
+	a := activity.Activity{State: activity.Exited, Since: time.Now().UTC(), ExitStatus: -1, Reason: reason}
+	if st.Code >= 0 {
+		a.ExitStatus = st.Code
+	}
+	r.setActivity(&s, a)
+	r.log.Warn("session box ended", logkey.Session, id, "exit_status", st.Code, "oom_killed", st.OOMKilled)
+}
+
+// WaitActivity blocks until the session's claude is in state want, the
+// session stops running (asleep, failed, removed), or ctx ends; met says
+// whether want holds. Exited holds also for a session whose box ended.
+func (r *Runner) WaitActivity(ctx context.Context, ref string, want activity.State) (session.Session, bool, error) {
+	if !activity.ValidState(want) {
+		return session.Session{}, false, fmt.Errorf("activity %q is not starting, working, waiting or exited: %w", want, errdefs.ErrInvalid)
+	}
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, false, err
+	}
+	tick := time.NewTicker(time.Second) // lifecycle changes do not broadcast
+	defer tick.Stop()
+	for {
+		changed := r.act.waitChan()
+		s, err := r.Session(ctx, ref)
+		if err != nil {
+			return s, false, err
+		}
+		switch {
+		case s.Activity.State == want && (want == activity.Exited || s.Observed == session.Running):
+			return s, true, nil
+		case s.Observed != session.Running:
+			return s, false, nil
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return s, false, nil
+		}
+	}
+}
