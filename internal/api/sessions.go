@@ -15,7 +15,10 @@ import (
 	"sync"
 
 	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/claudesetup"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/firstprompt"
+	"github.com/paddockhq/paddock/internal/gitident"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/session"
 )
@@ -56,6 +59,13 @@ type CreateRequest struct {
 	RPM         int   `json:"rpm,omitempty"`
 	MaxStreams  int   `json:"max_streams,omitempty"`
 	TokenBudget int64 `json:"token_budget,omitempty"`
+	// ClaudeSetup is the creator's Claude Code setup, as paddock run reads
+	// it from their home (claudesetup.Collect); GitIdentity is their git
+	// user.name and user.email; Prompt is the task claude starts with.
+	// All three are for the session's first start only (runner.firstStart).
+	ClaudeSetup *claudesetup.Bundle `json:"claude_setup,omitempty"`
+	GitIdentity *gitident.Identity  `json:"git_identity,omitempty"`
+	Prompt      firstprompt.Text    `json:"prompt,omitempty"`
 }
 
 // SecretString carries a secret in a request body; it prints redacted
@@ -143,7 +153,7 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 	}
 	one("POST /v1/sessions", func(r *http.Request) (any, error) {
 		var req CreateRequest
-		if err := decode(r, &req); err != nil {
+		if err := decodeLimit(r, &req, MaxCreateBody); err != nil {
 			return nil, err
 		}
 		return b.CreateSession(r.Context(), req)
@@ -173,9 +183,16 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 	mux.HandleFunc("POST /v1/sessions/{ref}/attach", func(w http.ResponseWriter, r *http.Request) { serveAttach(w, r, b) })
 }
 
-// decode reads a JSON body strictly.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+// MaxCreateBody bounds a create request: a Claude setup of
+// claudesetup.MaxBytes, in base64, and the rest.
+const MaxCreateBody = claudesetup.MaxBytes*4/3 + 4<<20
+
+// decode reads a JSON body of at most 1 MiB strictly.
+func decode(r *http.Request, v any) error { return decodeLimit(r, v, 1<<20) }
+
+// decodeLimit reads a JSON body of at most limit bytes strictly.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("request body: %v: %w", err, errdefs.ErrInvalid)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/paddockhq/paddock/internal/boxfiles"
 	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/seccomp"
 	"github.com/spf13/cobra"
@@ -76,6 +77,14 @@ func guestCmd(o IO) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return guest.Put(o.Stdin, args)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "unpack DIR",
+		Short: "Write the regular files of a tar stream on stdin under DIR (boxfiles: no links, no .., modes 0600/0644/0755)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return boxfiles.Unpack(o.Stdin, args[0])
 		},
 	})
 	return cmd

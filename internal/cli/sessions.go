@@ -37,13 +37,19 @@ func runCmd(g *globals, o IO) *cobra.Command {
 	var detach bool
 	var credFile string
 	var relaySecrets []string
+	var setup runSetup // --prompt, --claude-config, …: runsetup.go
 	cmd := &cobra.Command{
 		Use:   "run [flags]",
 		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q)",
 		Long: `Create a session: a box (local bubblewrap or docker) with its own home volume, Claude Code
 started in tmux with every permission bypassed, and a per-session token in place of your
 credential. Without -d, attach to its terminal; detach with ctrl-p ctrl-q, the session keeps
-running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
+running. Then: paddock ls, attach, exec, sleep, wake, rm.
+
+Your Claude Code setup (CLAUDE.md, settings, agents, commands, skills, output styles, plugins,
+user-scope MCP servers; never credentials or transcripts) and git identity come along, read as
+you (under sudo: SUDO_USER); what is dropped is named on stderr. --prompt gives claude a task
+to start with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client(o)
@@ -78,6 +84,9 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 				}
 				req.RelaySecrets[name] = api.Secret(v)
 			}
+			if err := setup.fill(cmd.Context(), &req, o, readsStdin(credFile, relaySecrets)); err != nil {
+				return err
+			}
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -108,6 +117,7 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.`,
 	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
 	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
 	f.StringVar(&req.Restart, "restart", "on-failure", "when claude exits: no, on-failure (not after /exit) or always; restarts resume the conversation (at most 5 in 10 minutes, backoff 1s..60s)")
+	setup.flags(f)
 	return cmd
 }
 

@@ -301,6 +301,10 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if req.TokenBudget > 0 {
 		lim.TokenBudget = req.TokenBudget
 	}
+	first, err := r.checkFirstStart(&req) // setup, git identity, prompt: setup.go
+	if err != nil {
+		return session.Session{}, err
+	}
 	if req.Workspace != "" {
 		abs, err := filepath.Abs(req.Workspace)
 		if err != nil {
@@ -396,6 +400,10 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	if err := r.save(&s); err != nil {
 		return session.Session{}, err
+	}
+	if err := r.saveFirstStart(id, first); err != nil {
+		r.fail(&s, "keep the session's setup for its first start: "+err.Error())
+		return s, err
 	}
 	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, Limits: r.limits()}
 	if v := req.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
@@ -514,6 +522,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	if err != nil || code != 0 || sep < 0 {
 		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
 	}
+	// At the first start only: the creator's settings and MCP servers,
+	// laid over what was read, so the seeding below (paddock's keys) wins.
+	first := r.pendingFirstStart(s)
+	out, sep = first.mergeConfig(out, sep)
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
@@ -573,6 +585,9 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	}
 	env := claudecode.Env(o)
+	if err := first.write(link); err != nil { // the setup's files, ~/.gitconfig, the prompt
+		return nil, err
+	}
 
 	// A second exec writes both files atomically, replaces any running tmux
 	// whole (its server holds the old environment) and starts claude. The
@@ -594,7 +609,7 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		// claude's end, reported to the guest; the Runner then asks tmux how (activity.go)
 		"set-hook", "-g", "pane-died", "run-shell -b 'paddock guest hook pane-died'", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
-		claudecode.Args(o)...)
+		first.claudeArgv(claudecode.Args(o))...)
 	script := `set -e
 cfg=$1 tx=$2 aside=$3 write=$4; shift 4
 mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
@@ -621,6 +636,11 @@ fi
 exec "$@"`
 	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
 		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	}
+	if first != nil {
+		if err := r.dropFirstStart(s.ID); err != nil {
+			r.log.Warn("could not remove the session's first-start setup", logkey.Session, s.ID, logkey.Error, err)
+		}
 	}
 	r.claudeStarted(s) // activity: starting, until its SessionStart hook (activity.go)
 	return env, nil
@@ -935,6 +955,9 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		}
 	}
 	if err := r.sessionCredFile(s.ID).Remove(); err != nil {
+		return s, err
+	}
+	if err := r.dropFirstStart(s.ID); err != nil {
 		return s, err
 	}
 	for _, rl := range r.opts.Config.Relays {

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/claudesetup"
+	"github.com/paddockhq/paddock/internal/firstprompt"
+	"github.com/paddockhq/paddock/internal/gitident"
+	"github.com/spf13/pflag"
+)
+
+// runSetup is what `paddock run` brings into the box for the session's
+// first start, read here as the person who runs it: their Claude Code
+// setup, their git identity and the task claude starts with.
+type runSetup struct {
+	noClaudeConfig bool
+	claudeConfig   string
+	noGitIdentity  bool
+	prompt         string
+	promptFile     string
+}
+
+func (rs *runSetup) flags(f *pflag.FlagSet) {
+	f.BoolVar(&rs.noClaudeConfig, "no-claude-config", false, "do not bring your Claude Code setup (CLAUDE.md, settings, agents, commands, skills, output styles, plugins, MCP servers) into the box")
+	f.StringVar(&rs.claudeConfig, "claude-config", "", "bring the Claude Code setup of this config dir instead of yours (read as CLAUDE_CONFIG_DIR: DIR/.claude.json, or the one beside DIR when DIR is a .claude)")
+	f.BoolVar(&rs.noGitIdentity, "no-git-identity", false, "do not give the box your git user.name and user.email")
+	f.StringVar(&rs.prompt, "prompt", "", fmt.Sprintf("the task claude starts with: its first message (at most %d KiB; first start only)", firstprompt.MaxBytes>>10))
+	f.StringVar(&rs.promptFile, "prompt-file", "", "as --prompt, from a file (- for stdin)")
+}
+
+// fill puts what rs brings into req. A Claude setup or git identity that
+// cannot be read (broken, huge, unreadable) never stops the session: what
+// was left out is printed on o.Stderr, one line each. A bad --prompt or an
+// explicit --claude-config that is not a directory is an error.
+// stdinTaken says another flag reads stdin already.
+func (rs *runSetup) fill(ctx context.Context, req *api.CreateRequest, o IO, stdinTaken bool) error {
+	if err := rs.readPrompt(req, o, stdinTaken); err != nil {
+		return err
+	}
+	if rs.noClaudeConfig && rs.claudeConfig != "" {
+		return usageError{errors.New("--no-claude-config and --claude-config: give one")}
+	}
+	if rs.noClaudeConfig && rs.noGitIdentity {
+		return nil
+	}
+	src, err := claudesetup.Locate(claudesetup.LocateOptions{Env: o.Env, Dir: rs.claudeConfig, Root: os.Geteuid() == 0,
+		LookupHome: func(name string) (string, error) {
+			u, err := user.Lookup(name)
+			if err != nil {
+				return "", err
+			}
+			return u.HomeDir, nil
+		}})
+	if err != nil {
+		if rs.claudeConfig != "" {
+			return usageError{err}
+		}
+		fmt.Fprintf(o.Stderr, "claude setup: not brought: %v\n", err)
+		return nil
+	}
+	if !rs.noClaudeConfig {
+		b, ws, err := claudesetup.Collect(src)
+		for _, w := range ws {
+			fmt.Fprintf(o.Stderr, "claude setup: %s\n", w)
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(o.Stderr, "claude setup: not brought: %v\n", err)
+		case !b.IsZero():
+			req.ClaudeSetup = &b
+			fmt.Fprintf(o.Stderr, "claude setup: bringing %s from %s\n", b.Summary(), src.Dir)
+		}
+	}
+	if !rs.noGitIdentity && src.Home != "" {
+		id, err := gitident.Read(ctx, src.Home, o.Env)
+		if err == nil {
+			err = id.Check()
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(o.Stderr, "git identity: not brought: %v\n", err)
+		case !id.IsZero():
+			req.GitIdentity = &id
+		}
+	}
+	return nil
+}
+
+// readPrompt sets req.Prompt from --prompt or --prompt-file.
+func (rs *runSetup) readPrompt(req *api.CreateRequest, o IO, stdinTaken bool) error {
+	if rs.prompt != "" && rs.promptFile != "" {
+		return usageError{errors.New("--prompt and --prompt-file: give one")}
+	}
+	p := rs.prompt
+	if rs.promptFile != "" {
+		var r io.Reader
+		switch rs.promptFile {
+		case "-":
+			if stdinTaken {
+				return usageError{errors.New("--prompt-file - and another flag both read stdin: give one of them a file")}
+			}
+			r = o.Stdin
+		default:
+			f, err := os.Open(rs.promptFile)
+			if err != nil {
+				return usageError{fmt.Errorf("--prompt-file: %w", err)}
+			}
+			defer f.Close()
+			r = f
+		}
+		b, err := io.ReadAll(io.LimitReader(r, firstprompt.MaxBytes+1))
+		if err != nil {
+			return fmt.Errorf("--prompt-file: %w", err)
+		}
+		p = string(b)
+	}
+	if p == "" && rs.promptFile == "" {
+		return nil
+	}
+	if err := firstprompt.Check(p); err != nil {
+		return usageError{fmt.Errorf("--prompt: %w", err)}
+	}
+	req.Prompt = firstprompt.Text(p)
+	return nil
+}
+
+// readsStdin reports whether --credential-file or a --relay-secret reads stdin.
+func readsStdin(credFile string, relaySecrets []string) bool {
+	if credFile == "-" {
+		return true
+	}
+	for _, rs := range relaySecrets {
+		if _, file, _ := strings.Cut(rs, "="); file == "-" {
+			return true
+		}
+	}
+	return false
+}
