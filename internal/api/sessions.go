@@ -30,12 +30,15 @@ type CreateRequest struct {
 	Egress  string `json:"egress,omitempty"`
 	// Allow lists NAME[:PORT] rules for the allowlist posture; EgressPolicy
 	// names a policy of the Runner's config instead (or as well).
-	Allow          []string `json:"allow,omitempty"`
-	EgressPolicy   string   `json:"egress_policy,omitempty"`
-	Workspace      string   `json:"workspace,omitempty"`
-	Model          string   `json:"model,omitempty"`
-	Effort         string   `json:"effort,omitempty"`
-	CredentialMode string   `json:"credential_mode,omitempty"`
+	Allow        []string `json:"allow,omitempty"`
+	EgressPolicy string   `json:"egress_policy,omitempty"`
+	Workspace    string   `json:"workspace,omitempty"`
+	// UnsafeHostCode leaves the workspace's host code (.git/hooks,
+	// .git/config, .vscode, … docs/SECURITY.md) writable in the box.
+	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
+	CredentialMode string `json:"credential_mode,omitempty"`
 	// ClaudeVersion runs another Claude Code version than the pinned one
 	// (paddock smoke proves a version with it): local boxes get it
 	// installed under <state-dir>/cli/<version>; docker boxes need the

@@ -19,8 +19,8 @@ func imageCmd(g *globals, o IO) *cobra.Command {
 		Use:   "build --base REF@sha256:DIGEST [--claude-version V] [--tag T]",
 		Short: "Build a box image: a pinned base, the pinned Claude Code, tmux and paddock guest",
 		Long: `Build the image the docker backend runs. The base must be pinned by digest
-(name@sha256:… or a local image id sha256:…) and must already hold bash and tmux; tags are
-refused. The Claude Code npm package is installed on the host (<state-dir>/cli/<version>) and
+(name@sha256:… or a local image id sha256:…) and must already hold bash and tmux (and git, for
+sessions on a git workspace); tags are refused. The Claude Code npm package is installed on the host (<state-dir>/cli/<version>) and
 copied in, so the build needs no network. The image is refused unless claude --version inside
 it reports the version asked for.`,
 		Args: cobra.NoArgs,

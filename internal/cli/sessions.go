@@ -105,7 +105,8 @@ to start with.`,
 	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline (no network at all), anthropic (the API only), allowlist (--allow, --egress-policy)")
 	f.StringArrayVar(&req.Allow, "allow", nil, "with --egress allowlist: a name the box may reach, NAME[:PORT] or *.NAME[:PORT] (port 443 by default); repeat")
 	f.StringVar(&req.EgressPolicy, "egress-policy", "", "with --egress allowlist: a named policy of the Runner's config (egress.policies.NAME)")
-	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace (default: on the session volume)")
+	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace, read and written as its owner (default: on the session volume)")
+	f.BoolVar(&req.UnsafeHostCode, "unsafe-host-code", false, "UNSAFE: let the box write what the host runs later in the workspace (.git/hooks, .git/config, .vscode, .envrc, …)")
 	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")
 	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
 	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
@@ -151,8 +152,13 @@ func absDir(p string) (string, error) {
 	if !strings.HasPrefix(p, "/") {
 		p = abs + "/" + p
 	}
-	fi, err := os.Stat(p)
-	if err != nil || !fi.IsDir() {
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s does not exist; give an existing directory: %w", p, errdefs.ErrInvalid)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return "", fmt.Errorf("%s is a symlink; give the directory it points to: %w", p, errdefs.ErrInvalid)
+	case !fi.IsDir():
 		return "", fmt.Errorf("%s is not a directory: %w", p, errdefs.ErrInvalid)
 	}
 	return p, nil

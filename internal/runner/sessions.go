@@ -28,6 +28,7 @@ import (
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/mirror"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/store"
@@ -310,10 +311,14 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		if err != nil {
 			return session.Session{}, err
 		}
-		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return session.Session{}, fmt.Errorf("workspace %s is not a directory: %w", req.Workspace, errdefs.ErrInvalid)
+		// Every reason a workspace cannot be bound, said now, with the
+		// next step, before anything of the session is made.
+		if _, _, err := wsmount.Check(abs); err != nil {
+			return session.Session{}, err
 		}
 		req.Workspace = abs
+	} else if req.UnsafeHostCode {
+		return session.Session{}, fmt.Errorf("--unsafe-host-code is about a host workspace; give --workspace too: %w", errdefs.ErrInvalid)
 	}
 	// The session creator's own credential, if given, else the owner's.
 	var own *credential.Credential
@@ -366,7 +371,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
-		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace,
+		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode,
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
 	s.Restart = restart
 	unlock := r.sessionLock(id)
@@ -405,7 +410,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		r.fail(&s, "keep the session's setup for its first start: "+err.Error())
 		return s, err
 	}
-	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, Limits: r.limits()}
+	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode, Limits: r.limits()}
 	if v := req.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
 		if co, err = r.withClaudeVersion(ctx, co, be.Name(), v); err != nil {
 			r.fail(&s, err.Error())
@@ -918,7 +923,7 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 	}
 	// A failed session may have lost its box: make a new one on the same volume.
 	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
-		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, Limits: r.limits()}
+		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, UnsafeHostCode: s.UnsafeHostCode, Limits: r.limits()}
 		if s.ClaudeVersion != "" {
 			if co, err = r.withClaudeVersion(ctx, co, be.Name(), s.ClaudeVersion); err != nil {
 				r.fail(&s, err.Error())

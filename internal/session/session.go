@@ -115,8 +115,11 @@ type Session struct {
 	EgressAllow []string `json:"egress_allow,omitempty"`
 	EgressDeny  []string `json:"egress_deny,omitempty"`
 	Workspace   string   `json:"workspace,omitempty"`
-	Model       string   `json:"model,omitempty"`
-	Effort      string   `json:"effort,omitempty"`
+	// UnsafeHostCode: the owner asked for the workspace's host code to be
+	// writable in the box.
+	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
 
 	// ClaudeSessionID is Claude Code's conversation id (--session-id, then
 	// --resume); Started tells whether claude ran once already.

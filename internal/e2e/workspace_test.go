@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// ownedRepo makes a host git repository owned by sandboxtest.WorkspaceOwner
+// (not root), with one tracked file and a repository hook: a
+// .claude/settings.json whose PostToolUse hook leaves a marker file.
+func ownedRepo(t *testing.T) string {
+	t.Helper()
+	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
+	files := map[string]string{
+		"main.txt":              "hello world\n",
+		".claude/settings.json": `{"hooks":{"PostToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"echo fired > /workspace/hook-fired"}]}]}}` + "\n",
+	}
+	for p, c := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An unusual mode, which the box's edit must keep.
+	if err := os.Chmod(filepath.Join(ws, "main.txt"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	hostGit(t, ws, "-c", "init.defaultBranch=main", "init", "-q")
+	hostGit(t, ws, "add", "-A")
+	hostGit(t, ws, "-c", "user.name=Init", "-c", "user.email=init@example.org", "commit", "-q", "-m", "init")
+	if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// hostGit runs git on the host as root, on a repository of another user's.
+func hostGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", dir}, args...)...)
+	// No optional locks: git status as root would otherwise rewrite the
+	// index, and the test checks that every file is the owner's.
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestWorkspaceGitTurn is the daily job on each backend: a host repository
+// of a user's (not root's), the real Claude Code in the box, and one turn
+// in which the model edits a tracked file (Read, Edit) and commits it with
+// Bash. On the host afterwards: the edit is in the file, the commit is in
+// the history with the person's git identity, every file the box made or
+// changed belongs to the repository's owner, and the repository's own hook
+// (.claude/settings.json) ran in the box.
+func TestWorkspaceGitTurn(t *testing.T) {
+	e := newEnv(t)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Ada Owner\n\temail = ada@example.org\n[core]\n\tpager = evil-pager\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	person := []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			ws := ownedRepo(t)
+			e.fake.SetSteps([]fakeapi.Step{
+				{Name: "Read", Input: map[string]any{"file_path": "/workspace/main.txt"}},
+				{Name: "Edit", Input: map[string]any{"file_path": "/workspace/main.txt", "old_string": "hello world", "new_string": "hello paddock"}},
+				{Name: "Bash", Input: map[string]any{"command": "cd /workspace && git commit -qam 'edit from the box' && git log -1 --format=%an", "description": "commit the edit"}},
+			})
+			defer e.fake.SetSteps(nil)
+			name := "git-" + backend
+			e.pdAs(person, "run", "-d", "--name", name, "--backend", backend, "--workspace", ws)
+			defer e.pdRun("rm", name)
+			e.waitScreen(name, promptReady, 30*time.Second)
+			e.typeLine(name, fakeapi.StepsKeyword+" edit and commit")
+			e.waitScreen(name, fakeapi.StepsDone, 60*time.Second)
+
+			if b, _ := os.ReadFile(filepath.Join(ws, "main.txt")); string(b) != "hello paddock\n" {
+				t.Fatalf("main.txt on the host: %q\n%s", b, e.screen(name))
+			}
+			if fi, err := os.Stat(filepath.Join(ws, "main.txt")); err != nil || fi.Mode().Perm() != 0o750 {
+				t.Errorf("the edited file's mode: %v %v, want 0750 as before", fi.Mode(), err)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s")); got != "Ada Owner <ada@example.org>|Ada Owner <ada@example.org>|edit from the box" {
+				t.Fatalf("the last commit on the host: %q", got)
+			}
+			if st := hostGit(t, ws, "status", "--porcelain", "--untracked-files=no"); st != "" {
+				t.Fatalf("the commit left changes: %q", st)
+			}
+			// The repository's own hook ran in the box (after the Bash call).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := os.Stat(filepath.Join(ws, "hook-fired")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the repository's PostToolUse hook did not run in the box")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// Only the identity came from the person's git config.
+			if out, _ := e.pdCode("exec", name, "--", "git", "config", "--global", "--get", "core.pager"); out != "" {
+				t.Errorf("more than the identity came along: core.pager=%q", out)
+			}
+			filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
+				if err != nil {
+					return nil
+				}
+				st := fi.Sys().(*syscall.Stat_t)
+				if st.Uid != sandboxtest.WorkspaceOwner || st.Gid != sandboxtest.WorkspaceOwner {
+					t.Errorf("%s is %d:%d on the host, not the owner's", p, st.Uid, st.Gid)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestWorkspaceRefusedAtRun: a workspace paddock cannot bind as its owner
+// is refused by `paddock run` with the reason and what to do, and nothing
+// of the session is made.
+func TestWorkspaceRefusedAtRun(t *testing.T) {
+	e := newEnv(t)
+	dir := testenv.TraversableTempDir(t)
+	rootOwned := filepath.Join(dir, "root-owned")
+	os.Mkdir(rootOwned, 0o755)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	link := filepath.Join(dir, "link")
+	os.Symlink(sandboxtest.OwnedWorkspace(t, dir), link)
+	for _, c := range []struct{ ws, want string }{
+		{rootOwned, "belongs to root"},
+		{filepath.Join(dir, "missing"), "does not exist"},
+		{file, "not a directory"},
+		{link, "is a symlink"},
+	} {
+		out, code := e.pdCode("run", "-d", "--name", "refused", "--workspace", c.ws)
+		if code == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("run --workspace %s: exit %d %q, want %q", c.ws, code, out, c.want)
+		}
+	}
+	if out := e.pd("ls", "--json"); strings.Contains(out, `"refused"`) {
+		t.Fatalf("a refused run left a session: %s", out)
+	}
+}
