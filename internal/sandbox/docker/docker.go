@@ -348,6 +348,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, err
 		}
 	}
+	// Before anything is made: a missing image is the usual first stumble.
+	if _, err := b.cli.ImageInspect(ctx, image); cerrdefs.IsNotFound(err) {
+		return sandbox.Box{}, fmt.Errorf("the docker backend has no image %s: build it with `paddock image build --base <image>@sha256:<digest>` (a base with bash, tmux and git), or set docker.image: %w",
+			image, pdkerr.ErrNotFound)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	vols := []string{homeVolume(o.Session)}

@@ -153,3 +153,29 @@ func TestWorkspaceOwnMount(t *testing.T) {
 		t.Fatalf("the workspace itself lost its file: %q %v", b, err)
 	}
 }
+
+// TestMissingImage: a box of an image the daemon lacks is refused with the
+// command that builds one, before any volume is made.
+func TestMissingImage(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	cli.Close()
+	be, err := New(context.Background(), Config{Image: "paddock-test/no-such-image:1", Dir: filepath.Join(testenv.TraversableTempDir(t), "docker"), Owner: testenv.UniqueOwner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	_, err = be.Create(context.Background(), sandbox.CreateOptions{Session: "noimage"})
+	if !errdefs.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "paddock image build") {
+		t.Fatalf("a missing image: %v", err)
+	}
+	objs, err := be.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.Session == "noimage" {
+			t.Fatalf("left behind: %+v", o)
+		}
+	}
+}
