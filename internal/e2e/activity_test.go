@@ -73,16 +73,15 @@ func TestActivityAndSupervision(t *testing.T) {
 			}
 			t0 := time.Now()
 			out := e.waitFor(name, "exited", 30*time.Second, 0)
-			// tmux 3.3 sometimes marks the pane dead before it has the
-			// status, and never learns it: then the exit is "?".
-			killed := strings.Contains(out, "SIGKILL")
-			if !killed && !strings.Contains(out, "exited ?") {
+			// claude's wrapper in the pane records how it ended, which
+			// tmux 3.3 alone sometimes loses.
+			if !strings.Contains(out, "SIGKILL") {
 				t.Errorf("wait --for exited after kill -9 says %q", out)
 			}
 			t.Logf("exit seen %v after the kill", time.Since(t0))
 			e.waitFor(name, "waiting", 90*time.Second, 0)
 			s := e.inspect(name)
-			if s.Restarts.Count != 1 || killed && !strings.Contains(s.Restarts.LastReason, "SIGKILL") {
+			if s.Restarts.Count != 1 || !strings.Contains(s.Restarts.LastReason, "SIGKILL") {
 				t.Errorf("after one restart: %+v", s.Restarts)
 			}
 			if ls := e.pd("ls"); !strings.Contains(ls, "RESTARTS") {
@@ -127,9 +126,6 @@ func TestActivityAndSupervision(t *testing.T) {
 			b, _ := os.ReadFile(notes)
 			log := string(b)
 			killedBy := "PADDOCK_ACTIVITY=exited PADDOCK_EXIT_STATUS=137 PADDOCK_REASON=killed by SIGKILL PADDOCK_SESSION=" + name
-			if !killed {
-				killedBy = "PADDOCK_ACTIVITY=exited PADDOCK_EXIT_STATUS=-1 PADDOCK_REASON=claude ended; tmux did not say how PADDOCK_SESSION=" + name
-			}
 			for _, want := range []string{
 				"PADDOCK_ACTIVITY=waiting PADDOCK_SESSION=" + name,
 				killedBy,

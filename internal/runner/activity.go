@@ -387,12 +387,16 @@ func (r *Runner) checkPane(id string, l *Link) {
 	if already {
 		return
 	}
-	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "tmux", "-L", TmuxSocket,
-		"display-message", "-p", "-t", TmuxSession, "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}")
+	// tmux's view of the pane, then what claude's wrapper recorded
+	// (exitWrap): tmux 3.3 can lose how a pane died, the wrapper cannot.
+	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "sh", "-c",
+		`tmux -L `+TmuxSocket+` display-message -p -t `+TmuxSession+` '#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}' 2>&1; c=$?; echo `+exitMark+`; head -c 16 `+claudeExitFile+` 2>/dev/null; exit $c`)
 	if err != nil {
 		return // the channel is in trouble: watchLink sees to that
 	}
-	ex, dead := parsePane(out, code)
+	tmuxOut, recorded, _ := strings.Cut(out, exitMark+"\n")
+	ex, dead := parsePane(tmuxOut, code)
+	ex, dead = withRecordedExit(ex, dead, recorded)
 	if !dead {
 		r.log.Debug("claude's pane checked: alive", logkey.Session, id, "tmux", logkey.Clip(strings.TrimSpace(out), 200))
 		return
@@ -442,6 +446,46 @@ func parsePane(out string, code int) (activity.Exit, bool) {
 		} else {
 			ex.Signal = signalNumber(sig)
 		}
+	}
+	return ex, true
+}
+
+// claudeExitFile is where exitWrap leaves claude's exit status ($?) in the
+// box; launch removes it before each start. The box may write it too:
+// that changes nothing but what its own session says of claude's end.
+const claudeExitFile = "/run/paddock/claude-exit"
+
+// exitMark separates tmux's answer from the recorded status in checkPane.
+const exitMark = "--paddock-claude-exit--"
+
+// exitWrapScript runs claude (its argv after the script) as a child, not
+// by exec, so that its exit status, a signal's included (128+n), is
+// written down before the pane dies, and the guest told at once.
+const exitWrapScript = `rm -f ` + claudeExitFile + `; "$@"; s=$?; echo "$s" > ` + claudeExitFile + `; paddock guest hook pane-died </dev/null >/dev/null 2>&1; exit "$s"`
+
+// exitWrap wraps claude's command line in the pane with exitWrapScript.
+func exitWrap(argv []string) []string {
+	return append([]string{"sh", "-c", exitWrapScript, "sh"}, argv...)
+}
+
+// withRecordedExit completes tmux's view of the pane with the status
+// exitWrap recorded, if any: a recorded status means claude has ended
+// (even while tmux still shows the wrapper alive for a moment), and it is
+// the status of claude itself, where tmux's is the wrapper's (which
+// exits with claude's status, so a signal shows there as 128+n).
+func withRecordedExit(ex activity.Exit, dead bool, recorded string) (activity.Exit, bool) {
+	n, err := strconv.Atoi(strings.TrimSpace(recorded))
+	if err != nil || n < 0 || n > 255 {
+		if dead && ex.Signal == 0 && ex.Status > 128 && ex.Status < 128+65 {
+			ex.Signal, ex.Status = ex.Status-128, -1 // the wrapper passed a signal on
+		}
+		return ex, dead
+	}
+	ex.Gone = false
+	if n > 128 && n < 128+65 {
+		ex.Status, ex.Signal = -1, n-128
+	} else {
+		ex.Status, ex.Signal = n, 0
 	}
 	return ex, true
 }

@@ -38,6 +38,34 @@ func TestParsePane(t *testing.T) {
 	}
 }
 
+// TestWithRecordedExit: what claude's wrapper recorded completes tmux's
+// view: it says claude ended while tmux still shows the wrapper, and it
+// turns 128+n into the signal n.
+func TestWithRecordedExit(t *testing.T) {
+	for _, c := range []struct {
+		tmux     activity.Exit
+		dead     bool
+		recorded string
+		want     activity.Exit
+		wantDead bool
+	}{
+		{activity.Exit{}, false, "", activity.Exit{}, false},                                                // alive, nothing recorded
+		{activity.Exit{}, false, "137\n", activity.Exit{Status: -1, Signal: 9}, true},                       // ended; the wrapper still exiting
+		{activity.Exit{Status: -1}, true, "0\n", activity.Exit{Status: 0}, true},                            // tmux lost the status
+		{activity.Exit{Status: -1, Gone: true}, true, "1\n", activity.Exit{Status: 1}, true},                // tmux gone, status known
+		{activity.Exit{Status: 137}, true, "", activity.Exit{Status: -1, Signal: 9}, true},                  // the wrapper passed SIGKILL on
+		{activity.Exit{Status: 2}, true, "", activity.Exit{Status: 2}, true},                                // a plain status
+		{activity.Exit{Status: -1}, true, "garbage", activity.Exit{Status: -1}, true},                       // the box wrote nonsense
+		{activity.Exit{Status: -1}, true, "99999", activity.Exit{Status: -1}, true},                         // out of range
+		{activity.Exit{Status: -1, Signal: 15}, true, "143\n", activity.Exit{Status: -1, Signal: 15}, true}, // agree
+	} {
+		got, dead := withRecordedExit(c.tmux, c.dead, c.recorded)
+		if got != c.want || dead != c.wantDead {
+			t.Errorf("withRecordedExit(%+v, %v, %q) = %+v %v, want %+v %v", c.tmux, c.dead, c.recorded, got, dead, c.want, c.wantDead)
+		}
+	}
+}
+
 func TestReadLineBounded(t *testing.T) {
 	br := bufio.NewReaderSize(strings.NewReader("short\n"+strings.Repeat("x", 5000)+"\n"), 64)
 	if l, err := readLine(br, 1024); err != nil || string(l) != "short" {

@@ -614,7 +614,7 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		// claude's end, reported to the guest; the Runner then asks tmux how (activity.go)
 		"set-hook", "-g", "pane-died", "run-shell -b 'paddock guest hook pane-died'", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
-		first.claudeArgv(claudecode.Args(o))...)
+		exitWrap(first.claudeArgv(claudecode.Args(o)))...)
 	script := `set -e
 cfg=$1 tx=$2 aside=$3 write=$4; shift 4
 mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
@@ -633,6 +633,7 @@ if tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
   i=0; while { tmux -L ` + TmuxSocket + ` has-session 2>/dev/null || old_claude; } && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
   sleep 0.05
 fi
+rm -f ` + claudeExitFile + `  # the last claude's end, if any: not this one's
 if grep -qs '"type":"user"' "$tx"; then
   for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
 elif [ -e "$tx" ]; then
