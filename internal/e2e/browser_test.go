@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +113,60 @@ func TestWebPageInChromium(t *testing.T) {
 		t.Fatalf("the observer's keys reached claude:\n%s", s)
 	}
 	screenshot(t, octx, "web-observer.png")
+
+	// The list shows what claude does, live: waiting once its turn is over.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="`+name+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitRow(t, ctx, name, "waiting")
+
+	// A new session from the page's form, with a first task: claude starts
+	// with it, and it is the first user message upstream.
+	const task = "WEBTASK-5531 say hi"
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#create input[name="name"]`), "webtask"),
+		chromedp.SetValue(chromedp.CSS(`#create select[name="backend"]`), "local"),
+		chromedp.SetValue(chromedp.CSS(`#create textarea[name="prompt"]`), task),
+		chromedp.Click(chromedp.CSS(`#create button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="webtask"]`))); err != nil {
+		t.Fatalf("the new-session form: %v", err)
+	}
+	defer e.pdRun("rm", "webtask")
+	e.waitScreen("webtask", "hi from the fake server (turn 1)", 60*time.Second)
+	found := false
+	for _, r := range e.fake.Requests() {
+		var body struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		if json.Unmarshal(r.Body, &body) == nil && len(body.Messages) > 0 && body.Messages[0].Role == "user" &&
+			strings.Contains(string(body.Messages[0].Content), task) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("the page's first task is not the first user message upstream")
+	}
+	screenshot(t, ctx, "web-new-session.png")
 	e.pd("rm", name)
+}
+
+// waitRow waits until the session list's row of name holds want.
+func waitRow(t *testing.T, ctx context.Context, name, want string) {
+	t.Helper()
+	var text string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		var err error
+		text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-name="`+name+`"]`)))
+		if err == nil && strings.Contains(text, want) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("the row of %s never showed %q: %q", name, want, text)
 }
 
 // typeInto types into the page's terminal as a user does: the text is
