@@ -304,16 +304,16 @@ func openBeneath(dir int, rel string) (int, error) {
 }
 
 // makePlaceholders makes an empty directory, owned by the owner, at every
-// path of HostCode that is missing and whose parent is a directory, and
-// records each in the state file before making it.
+// path of HostCode that is missing and whose parent is a directory (so not
+// inside a missing .git: the read-only placeholder .git covers it). All of
+// them are recorded in the state file before any is made, and again with
+// their inodes once made: two writes, whatever their number.
 func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
 	save := func() error {
 		b, _ := json.Marshal(st)
 		return atomicfile.WriteNoSync(stateFile, b, 0o600)
 	}
-	if err := save(); err != nil {
-		return err
-	}
+	first := len(st.Placeholders)
 	for _, h := range HostCode {
 		fd, err := openBeneath(ws, h.Path)
 		if err == nil {
@@ -323,38 +323,60 @@ func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
 		if !errors.Is(err, unix.ENOENT) {
 			continue // a symlink on the way: protect refuses it with the reason
 		}
-		parent, name := filepath.Split(h.Path)
-		pfd := ws
-		if parent != "" {
-			if pfd, err = openBeneath(ws, strings.TrimSuffix(parent, "/")); err != nil {
+		if parent := filepath.Dir(h.Path); parent != "." {
+			pfd, err := openBeneath(ws, parent)
+			if err != nil {
 				continue // no parent (.git missing): its own placeholder covers it
 			}
-			defer unix.Close(pfd)
-		}
-		var pst unix.Stat_t
-		if unix.Fstat(pfd, &pst) != nil || pst.Mode&unix.S_IFMT != unix.S_IFDIR {
-			continue
+			var pst unix.Stat_t
+			err = unix.Fstat(pfd, &pst)
+			unix.Close(pfd)
+			if err != nil || pst.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
 		}
 		st.Placeholders = append(st.Placeholders, placeholder{Path: h.Path})
-		if err := save(); err != nil {
-			return err
-		}
-		if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
-			return fmt.Errorf("workspace: make the read-only placeholder %s: %w", h.Path, err)
-		}
-		if err := unix.Fchownat(pfd, name, own.UID, own.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("workspace: placeholder %s: %w", h.Path, err)
-		}
-		var cst unix.Stat_t
-		if err := unix.Fstatat(pfd, name, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return err
-		}
-		st.Placeholders[len(st.Placeholders)-1].Ino = cst.Ino
-		if err := save(); err != nil {
-			return err
-		}
 	}
-	return nil
+	if err := save(); err != nil {
+		return err
+	}
+	if len(st.Placeholders) == first {
+		return nil
+	}
+	for i := first; i < len(st.Placeholders); i++ {
+		ino, err := mkPlaceholder(ws, st.Placeholders[i].Path, own)
+		if err != nil {
+			_ = save()
+			return err
+		}
+		st.Placeholders[i].Ino = ino
+	}
+	return save()
+}
+
+// mkPlaceholder makes the empty directory rel (its parent reached without
+// following a symlink), owned by own, and returns its inode.
+func mkPlaceholder(ws int, rel string, own Owner) (uint64, error) {
+	pfd := ws
+	if parent := filepath.Dir(rel); parent != "." {
+		var err error
+		if pfd, err = openBeneath(ws, parent); err != nil {
+			return 0, fmt.Errorf("workspace: placeholder %s: %w", rel, err)
+		}
+		defer unix.Close(pfd)
+	}
+	name := filepath.Base(rel)
+	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+		return 0, fmt.Errorf("workspace: make the read-only placeholder %s: %w", rel, err)
+	}
+	if err := unix.Fchownat(pfd, name, own.UID, own.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, fmt.Errorf("workspace: placeholder %s: %w", rel, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
 }
 
 // protect binds HostCode read-only over itself under the mounted

@@ -266,3 +266,43 @@ func TestTwoBoxesOneWorkspace(t *testing.T) {
 		t.Fatal("the placeholder is left after the last box")
 	}
 }
+
+// BenchmarkMount is a box start's share of a host workspace: Mount (user
+// namespace, idmapped clone, host code read-only, placeholders). The
+// stop's share, Unmount, is BenchmarkUnmount.
+func BenchmarkMount(b *testing.B) { benchMount(b, true) }
+
+// BenchmarkUnmount is a box stop's share: the lazy unmount of the view and
+// its protections, and the placeholders removed.
+func BenchmarkUnmount(b *testing.B) { benchMount(b, false) }
+
+func benchMount(b *testing.B, mount bool) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	ws := filepath.Join(b.TempDir(), "ws")
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), nil, 0o644)
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, ownerUID, ownerUID) })
+	dir := b.TempDir()
+	o := Options{Source: ws, Target: filepath.Join(dir, "mnt"), State: filepath.Join(dir, "mnt.json"), BoxUID: boxUID, BoxGID: boxUID}
+	for b.Loop() {
+		if !mount {
+			b.StopTimer()
+		}
+		if _, err := Mount(o); err != nil {
+			b.Fatal(err)
+		}
+		if mount {
+			b.StopTimer()
+		} else {
+			b.StartTimer()
+		}
+		if err := Unmount(o.Target, o.State); err != nil {
+			b.Fatal(err)
+		}
+		if mount {
+			b.StartTimer()
+		}
+	}
+}
