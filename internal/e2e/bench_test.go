@@ -13,6 +13,7 @@ import (
 	"github.com/paddockhq/paddock/internal/image/imagetest"
 	"github.com/paddockhq/paddock/internal/perf"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // until polls f every 5 ms and returns the time from t0 to its first true.
@@ -80,18 +81,29 @@ func BenchmarkSessionPrompt(b *testing.B) {
 	e := newEnv(b)
 	const rounds = 5
 	type row struct{ create, wake, bare, direct []time.Duration }
-	rows := map[string]*row{"local": {}, "docker": {}}
+	// Each backend without and with a host workspace (its idmapped view,
+	// host code read-only: made at each start, taken off at each stop).
+	kinds := []string{"local", "docker", "local+workspace", "docker+workspace"}
+	rows := map[string]*row{}
+	for _, k := range kinds {
+		rows[k] = &row{}
+	}
 	n := 0
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
-			for _, backend := range []string{"local", "docker"} {
-				rw := rows[backend]
+			for _, kind := range kinds {
+				backend, withWS := strings.CutSuffix(kind, "+workspace")
+				rw := rows[kind]
 				n++
 				rw.bare = append(rw.bare, bareStart(b, e, backend))
 				rw.direct = append(rw.direct, claudeDirect(b, e, n))
 				name := fmt.Sprintf("bench-%s-%d", backend, n)
+				args := []string{"run", "-d", "--name", name, "--backend", backend}
+				if withWS {
+					args = append(args, "--workspace", sandboxtest.OwnedWorkspace(b, testenv.TraversableTempDir(b)))
+				}
 				t0 := time.Now()
-				e.pd("run", "-d", "--name", name, "--backend", backend)
+				e.pd(args...)
 				rw.create = append(rw.create, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
 				e.pd("sleep", name)
 				t0 = time.Now()
@@ -102,7 +114,7 @@ func BenchmarkSessionPrompt(b *testing.B) {
 		}
 	}
 	t := perf.Table{Title: "Session → Claude Code prompt drawn, p50 (ms)", Header: []string{"backend", "bare start", "claude alone", "bare+claude", "create→prompt", "paddock share", "wake→prompt", "paddock share"}}
-	for _, backend := range []string{"local", "docker"} {
+	for _, backend := range kinds {
 		rw := rows[backend]
 		bare, direct := perf.Pct(rw.bare, .5), perf.Pct(rw.direct, .5)
 		c, w := perf.Pct(rw.create, .5), perf.Pct(rw.wake, .5)

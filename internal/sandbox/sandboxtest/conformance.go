@@ -567,7 +567,7 @@ const WorkspaceOwner = 4321
 
 // OwnedWorkspace makes a host workspace directory owned by WorkspaceOwner,
 // below directories every uid may traverse.
-func OwnedWorkspace(t *testing.T, parent string) string {
+func OwnedWorkspace(t testing.TB, parent string) string {
 	t.Helper()
 	d, err := os.MkdirTemp(parent, "ws")
 	if err != nil {
