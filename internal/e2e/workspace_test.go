@@ -4,12 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -159,5 +161,70 @@ func TestWorkspaceRefusedAtRun(t *testing.T) {
 	}
 	if out := e.pd("ls", "--json"); strings.Contains(out, `"refused"`) {
 		t.Fatalf("a refused run left a session: %s", out)
+	}
+}
+
+// TestWorkspaceReleasedWhenBoxDies: a box killed behind paddock's back
+// does not leave its workspace view and placeholders in the owner's
+// directory until the next wake: the Runner releases them when it sees
+// the box gone. wake makes them again.
+func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			ws := ownedRepo(t)
+			name := "dies-" + backend
+			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend, "--workspace", ws))
+			defer e.pdRun("rm", name)
+			e.waitScreen(name, promptReady, 30*time.Second)
+			if mi, _ := os.ReadFile("/proc/self/mountinfo"); !strings.Contains(string(mi), "/workspaces/"+id) && !strings.Contains(string(mi), e.inspect(name).BoxID+"/workspace") {
+				t.Fatal("the check below would see no mount even while the box runs")
+			}
+			placeholder := filepath.Join(ws, ".vscode")
+			if _, err := os.Stat(placeholder); err != nil {
+				t.Fatalf("no placeholder while the box runs: %v", err)
+			}
+			killed := 0
+			for _, o := range e.objectsOf(id) {
+				switch {
+				case backend == "local" && o.Kind == sandbox.KindProcess:
+					pid, _ := strconv.Atoi(o.ID)
+					if syscall.Kill(pid, syscall.SIGKILL) == nil {
+						killed++
+					}
+				case backend == "docker" && o.Kind == sandbox.KindBox:
+					if out, err := exec.Command("docker", "kill", o.ID).CombinedOutput(); err != nil {
+						t.Fatalf("docker kill: %v %s", err, out)
+					}
+					killed++
+				}
+			}
+			if killed == 0 {
+				t.Fatal("found nothing of the box to kill")
+			}
+			e.waitAsleep(name)
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				if _, err := os.Lstat(placeholder); os.IsNotExist(err) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the placeholder stayed in the owner's directory after the box died")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// Local mounts it in the box's directory, Docker under the
+			// session's id.
+			box := e.inspect(name).BoxID
+			if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "/workspaces/"+id) || strings.Contains(string(mi), box+"/workspace") {
+				t.Fatalf("the workspace view of %s is still mounted", name)
+			}
+			e.pd("wake", name)
+			e.waitScreen(name, promptReady, 30*time.Second)
+			if _, err := os.Stat(placeholder); err != nil {
+				t.Fatalf("no placeholder after wake: %v", err)
+			}
+		})
 	}
 }

@@ -170,6 +170,12 @@ func (r *Runner) watchLink(id string, l *Link) {
 		s.Reason = "lost the channel to its box; paddock stopped it; paddock wake resumes it"
 	default:
 		s.Reason = "its box stopped from outside paddock (killed, or it exited); paddock wake resumes it"
+		// What the backend holds for a running box goes now, not at the
+		// next wake: the host workspace's view and its placeholders in
+		// the owner's directory, cgroups. Stop of a stopped box does that.
+		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			r.log.Warn("box stopped from outside: release what it held", logkey.Session, s.ID, logkey.Error, err)
+		}
 	}
 	s.Observed = session.Asleep
 	_ = r.save(&s)
@@ -1229,6 +1235,13 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 	}
 	if bx.State != sandbox.StateRunning {
 		_ = r.tokens.Revoke(s.ID)
+		// As in watchLink: release what the stopped box still holds (its
+		// workspace view and placeholders), as a stop would have.
+		if bx.State == sandbox.StateStopped && s.Workspace != "" {
+			if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+				r.log.Warn("stopped box: release what it held", logkey.Session, s.ID, logkey.Error, err)
+			}
+		}
 		if s.Observed == session.Running {
 			s.Observed, s.Reason = session.Asleep, "its box stopped while the Runner was down; paddock wake resumes it"
 			_ = r.save(s)
