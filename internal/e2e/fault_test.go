@@ -28,24 +28,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			id, tok := e.chat(name, backend)
 			e.waitTranscript(name, "hi from the fake server (turn 1)")
 
-			killed := 0
-			for _, o := range e.objectsOf(id) {
-				switch {
-				case backend == "local" && o.Kind == sandbox.KindProcess:
-					pid, _ := strconv.Atoi(o.ID)
-					if syscall.Kill(pid, syscall.SIGKILL) == nil {
-						killed++
-					}
-				case backend == "docker" && o.Kind == sandbox.KindBox:
-					if out, err := exec.Command("docker", "kill", o.ID).CombinedOutput(); err != nil {
-						t.Fatalf("docker kill: %v %s", err, out)
-					}
-					killed++
-				}
-			}
-			if killed == 0 {
-				t.Fatal("found nothing of the box to kill")
-			}
+			e.killBox(id, backend)
 			got := e.waitAsleep(name)
 			if !strings.Contains(got.Reason, "stopped from outside") || !strings.Contains(got.Reason, "paddock wake") {
 				t.Fatalf("reason %q", got.Reason)
@@ -59,6 +42,30 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			e.wakeAndGoOn(name)
 			e.pd("rm", name)
 		})
+	}
+}
+
+// killBox kills a session's box behind paddock's back: SIGKILL to every
+// process of a local box, `docker kill` for a container.
+func (e *env) killBox(id, backend string) {
+	e.t.Helper()
+	killed := 0
+	for _, o := range e.objectsOf(id) {
+		switch {
+		case backend == "local" && o.Kind == sandbox.KindProcess:
+			pid, _ := strconv.Atoi(o.ID)
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		case backend == "docker" && o.Kind == sandbox.KindBox:
+			if out, err := exec.Command("docker", "kill", o.ID).CombinedOutput(); err != nil {
+				e.t.Fatalf("docker kill: %v %s", err, out)
+			}
+			killed++
+		}
+	}
+	if killed == 0 {
+		e.t.Fatal("found nothing of the box to kill")
 	}
 }
 

@@ -4,14 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/fakeapi"
-	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -185,24 +183,7 @@ func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
 			if _, err := os.Stat(placeholder); err != nil {
 				t.Fatalf("no placeholder while the box runs: %v", err)
 			}
-			killed := 0
-			for _, o := range e.objectsOf(id) {
-				switch {
-				case backend == "local" && o.Kind == sandbox.KindProcess:
-					pid, _ := strconv.Atoi(o.ID)
-					if syscall.Kill(pid, syscall.SIGKILL) == nil {
-						killed++
-					}
-				case backend == "docker" && o.Kind == sandbox.KindBox:
-					if out, err := exec.Command("docker", "kill", o.ID).CombinedOutput(); err != nil {
-						t.Fatalf("docker kill: %v %s", err, out)
-					}
-					killed++
-				}
-			}
-			if killed == 0 {
-				t.Fatal("found nothing of the box to kill")
-			}
+			e.killBox(id, backend)
 			e.waitAsleep(name)
 			deadline := time.Now().Add(15 * time.Second)
 			for {
