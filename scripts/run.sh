@@ -24,10 +24,14 @@ fi
 
 if ! "$bin" ls >/dev/null 2>&1; then
   mkdir -p "$state"
+  # The Runner's log is the owner's alone (0600), like all of the state
+  # directory; the web page's login is never in it (`paddock web`).
+  ( umask 077; : >>"$state/serve.log" ); chmod 600 "$state/serve.log"
   echo "starting the Runner: $bin serve (log: $state/serve.log)"
   setsid nohup "$bin" serve >>"$state/serve.log" 2>&1 </dev/null &
   for _ in $(seq 1 100); do "$bin" ls >/dev/null 2>&1 && break; sleep 0.1; done
   "$bin" ls >/dev/null 2>&1 || { echo "the Runner did not start; see $state/serve.log"; tail -n 20 "$state/serve.log"; exit 1; }
 fi
 
+echo "web page: \`sudo $bin web\` prints a one-time login URL"
 exec "$bin" run "$@"

@@ -9,6 +9,7 @@
 //	GET /v1/credential             credential.Status of the credential in use
 //	GET /v1/sessions/{id}/logs?n=N the session's proxy decisions, oldest first
 //	GET /v1/sessions/{ref}/wait    long poll for claude's activity (wait.go)
+//	POST /v1/web/login             a one-time login URL of the web page (web.go)
 package api
 
 import (
@@ -130,6 +131,7 @@ func Handler(b Backend) http.Handler {
 	})
 	sessionRoutes(mux, b)
 	waitRoute(mux, b)
+	webRoute(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("no API route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
 	})

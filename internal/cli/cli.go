@@ -136,6 +136,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		claudeCmd(g, o),
 		waitCmd(g, o),
 		inspectCmd(g, o),
+		webCmd(g, o),
 	)
 	return root.ExecuteContext(ctx)
 }

@@ -89,10 +89,9 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			}
 			fmt.Fprintf(o.Stderr, "paddock: Runner on %s (state %s); credential proxy on %s\n",
 				filepath.Join(dir, statedir.APISocket), dir, orOff(r.ProxyAddr()))
-			if u := r.WebURL(); u != "" {
-				// Like Jupyter: the login URL, once, to the owner's terminal
-				// (never into the log).
-				fmt.Fprintf(o.Stderr, "paddock: web page: %s\n", u)
+			if u := r.WebAddr(); u != "" {
+				// No login in it: `paddock web` asks for a one-time one.
+				fmt.Fprintf(o.Stderr, "paddock: web page on %s; log in with the one-time URL that `paddock web` prints\n", u)
 			}
 			return r.Serve(cmd.Context())
 		},

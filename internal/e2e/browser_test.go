@@ -57,11 +57,7 @@ func TestWebPageInChromium(t *testing.T) {
 	name := "web"
 	e.pd("run", "-d", "--name", name, "--backend", "local")
 	e.waitScreen(name, promptReady, 30*time.Second)
-	raw, err := os.ReadFile(filepath.Join(e.dir, "web-url"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	login := strings.TrimSpace(string(raw))
+	login := strings.TrimSpace(e.pd("web")) // a one-time login URL
 	base := login[:strings.Index(login, "/login")]
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -151,6 +147,35 @@ func TestWebPageInChromium(t *testing.T) {
 		t.Fatal("the page's first task is not the first user message upstream")
 	}
 	screenshot(t, ctx, "web-new-session.png")
+
+	// Log out: the page says how to log in again, and the cookie is dead.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#logout`))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		if err == nil && strings.Contains(body, "paddock web") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after log out the page says %q", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(body, "not logged in") {
+		t.Fatalf("logged out, the page still shows: %q", body)
+	}
+	// The login URL was good once.
+	if err := chromedp.Do(ctx, chromedp.Navigate(login)); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(body, "used or expired") {
+		t.Fatalf("the login URL worked twice: %q", body)
+	}
 	e.pd("rm", name)
 }
 

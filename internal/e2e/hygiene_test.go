@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"io/fs"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,5 +161,45 @@ func TestSecretHygiene(t *testing.T) {
 			t.Logf("searched the box (%d processes) and %d places on the host", nproc, len(places))
 			e.pd("rm", name)
 		})
+	}
+}
+
+// TestWebLoginTokenNowhere: a login URL from `paddock web` reaches the
+// person who asked and nothing else: no file under the state directory
+// holds its token (the Runner keeps only a hash, in memory), nor does
+// anything the Runner printed; and no file there that others could read
+// holds any secret-looking login at all.
+func TestWebLoginTokenNowhere(t *testing.T) {
+	e := newEnv(t)
+	login := strings.TrimSpace(e.pd("web"))
+	u, err := url.Parse(login)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Fatalf("paddock web printed %q", login)
+	}
+	tok := u.Query().Get("token")
+	if again := strings.TrimSpace(e.pd("web")); again == login {
+		t.Fatal("paddock web printed the same URL twice")
+	}
+	if strings.Contains(e.log.String(), tok) {
+		t.Fatal("the Runner's output holds the login token")
+	}
+	err = filepath.Walk(e.dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		if strings.Contains(string(b), tok) {
+			t.Errorf("%s (%v) holds the login token", p, fi.Mode())
+		}
+		if fi.Mode().Perm()&0o044 != 0 && strings.Contains(string(b), "login?token=") {
+			t.Errorf("%s, readable by others (%v), holds a login URL", p, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
-	"github.com/paddockhq/paddock/internal/atomicfile"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy"
@@ -74,7 +73,7 @@ type Runner struct {
 	started   time.Time
 
 	webLn       net.Listener
-	webToken    secret.Value
+	web         *web.Server // the page, when webLn is open
 	apiLn       net.Listener
 	proxyLn     net.Listener
 	proxyAt     string
@@ -312,13 +311,9 @@ func (r *Runner) Listen() error {
 		if r.webLn, err = net.Listen("tcp", wl); err != nil {
 			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wl, err)
 		}
-		if r.webToken, err = web.NewToken(); err != nil {
-			return err
-		}
-		// Kept for `paddock web`, owner-only like everything here.
-		if err := atomicfile.Write(filepath.Join(r.opts.StateDir, "web-url"), []byte(r.WebURL()+"\n"), 0o600); err != nil {
-			return err
-		}
+		r.web = web.New(r, r.log.With(logkey.Component, "web"))
+		// Versions before one-time logins kept the login URL here.
+		_ = os.Remove(filepath.Join(r.opts.StateDir, "web-url"))
 	}
 	l, err := config.ParseListen(r.opts.Config.Proxy.Listen)
 	if err != nil {
@@ -354,13 +349,25 @@ func newEgressServer(h http.Handler) *http.Server {
 		ConnContext: connContext, MaxHeaderBytes: 64 << 10}
 }
 
-// WebURL is the login URL of the web page ("" when off). It holds the
-// login token: show it to the owner only.
-func (r *Runner) WebURL() string {
+// WebAddr is the web page's address ("" when off), with no login in it.
+func (r *Runner) WebAddr() string {
 	if r.webLn == nil {
 		return ""
 	}
-	return "http://" + r.webLn.Addr().String() + "/login?token=" + r.webToken.Reveal()
+	return "http://" + r.webLn.Addr().String()
+}
+
+// WebLogin returns a fresh one-time login URL of the web page (web.LoginTTL,
+// once). It is answered to the owner's socket only, and never logged.
+func (r *Runner) WebLogin(context.Context) (string, error) {
+	if r.web == nil {
+		return "", fmt.Errorf("the web page is off (web.listen = \"off\"); set web.listen and restart the Runner: %w", errdefs.ErrUnavailable)
+	}
+	tok, err := r.web.NewLogin()
+	if err != nil {
+		return "", err
+	}
+	return r.WebAddr() + "/login?token=" + tok.Reveal(), nil
 }
 
 // Serve serves until ctx is done, then shuts down gracefully (streams get
@@ -388,8 +395,8 @@ func (r *Runner) Serve(ctx context.Context) error {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprintln(w, "ok")
 		})
-		mux.Handle("/", web.New(r, r.webToken, r.log.With(logkey.Component, "web")).Handler())
-		webSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		mux.Handle("/", r.web.Handler())
+		webSrv = &http.Server{Handler: web.CheckHost(r.webLn.Addr(), mux), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- webSrv.Serve(r.webLn) }()
 	}
 	go func() { errc <- egressSrv.Serve(r.egressConns) }()

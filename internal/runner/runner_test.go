@@ -208,7 +208,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	r.Proxy().Drain()
-	base := strings.TrimSuffix(r.WebURL()[:strings.Index(r.WebURL(), "/login")], "/")
+	base := r.WebAddr()
 	resp, err = http.Get(base + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -243,5 +243,40 @@ func TestMetricsAndHealth(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Fatalf("page without login: %d", resp.StatusCode)
+	}
+	// DNS rebinding: another name for this address gets nothing, on any
+	// route; localhost on its port is the listener's own.
+	login, err := r.WebLogin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/", strings.TrimPrefix(login, base)} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Host = "evil.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("Host: evil.example on %s: %d", path, resp.StatusCode)
+		}
+	}
+	req, _ = http.NewRequest("GET", base+"/healthz", nil)
+	req.Host = "localhost" + base[strings.LastIndex(base, ":"):]
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("Host: localhost: %v %v", resp, err)
+	}
+	// The login refused above on the wrong host is still good once here.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		resp, err := noFollow.Get(login)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("login use %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
 	}
 }

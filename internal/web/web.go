@@ -3,11 +3,16 @@
 // WebSocket joined to the session's terminal mirror as a driver or an
 // observer) and the session's proxy and egress decisions.
 //
-// It is served on loopback only. Nothing is served without a login: the
-// Runner prints a URL with a one-time login token (like Jupyter); opening it
-// sets an HttpOnly, SameSite=Strict cookie. Requests that change anything
-// must also carry X-Paddock: 1 (a header no cross-site form can send), and
-// WebSocket upgrades must come from the page's own origin.
+// It is served on loopback only. Nothing is served without a login:
+// `paddock web` asks the Runner, over its owner-only socket, for a URL with
+// a one-time login token (NewLogin: good once, for LoginTTL; only its hash
+// is kept, and it is never printed by the Runner nor written to a file);
+// opening it sets an HttpOnly, SameSite=Strict cookie good for CookieTTL,
+// until POST /logout. Requests that change anything must also carry
+// X-Paddock: 1 (a header no cross-site form can send), and WebSocket
+// upgrades must come from the page's own origin, checked before the
+// terminal is joined. CheckHost, around the whole site, refuses a Host
+// that is not the listener's own (DNS rebinding).
 package web
 
 import (
@@ -21,8 +26,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,31 +61,58 @@ type Backend interface {
 // CookieName is the login cookie.
 const CookieName = "paddock_web"
 
+// Lifetimes: a login token is good once within LoginTTL; the cookie it
+// becomes is good for CookieTTL, or until logout.
+const (
+	LoginTTL  = 10 * time.Minute
+	CookieTTL = 24 * time.Hour
+)
+
 // Server serves the page.
 type Server struct {
-	b     Backend
-	token secret.Value
-	log   *slog.Logger
+	b   Backend
+	log *slog.Logger
+	now func() time.Time // time.Now; tests move it
 
 	mu      sync.Mutex
+	logins  map[[32]byte]time.Time // hashes of unused login tokens, by expiry
 	cookies map[[32]byte]time.Time // hashes of issued cookies, by expiry
 }
 
-// New makes a server whose login token is token.
-func New(b Backend, token secret.Value, log *slog.Logger) *Server {
+// New makes a server with no login yet (NewLogin makes one).
+func New(b Backend, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{b: b, token: token, log: log, cookies: map[[32]byte]time.Time{}}
+	return &Server{b: b, log: log, now: time.Now, logins: map[[32]byte]time.Time{}, cookies: map[[32]byte]time.Time{}}
 }
 
-// NewToken makes a login token.
-func NewToken() (secret.Value, error) {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
+// NewLogin mints a one-time login token: the first GET /login?token= with
+// it within LoginTTL gets a cookie, and it is dead after. Only its hash is
+// kept.
+func (s *Server) NewLogin() (secret.Value, error) {
+	v, err := randomString()
+	if err != nil {
 		return secret.Value{}, err
 	}
-	return secret.New(base64.RawURLEncoding.EncodeToString(b[:])), nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for h, exp := range s.logins { // forget the expired ones
+		if now.After(exp) {
+			delete(s.logins, h)
+		}
+	}
+	s.logins[sha256.Sum256([]byte(v))] = now.Add(LoginTTL)
+	return secret.New(v), nil
+}
+
+func randomString() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // Handler is the whole site.
@@ -86,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	mux.HandleFunc("GET /login", s.login)
+	mux.Handle("POST /logout", s.auth(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /", s.auth(files))
 	mux.Handle("GET /api/sessions", s.auth(s.jsonHandler(s.list)))
 	mux.Handle("POST /api/sessions", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
@@ -122,24 +158,39 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// login trades the login token for a cookie.
+// login trades a login token, once, for a cookie.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	got := secret.New(r.URL.Query().Get("token"))
-	if got.IsZero() || !got.Equal(s.token) {
-		http.Error(w, "paddock: wrong or missing login token; open the URL that paddock serve printed", http.StatusUnauthorized)
+	h := sha256.Sum256([]byte(r.URL.Query().Get("token")))
+	s.mu.Lock()
+	exp, ok := s.logins[h]
+	delete(s.logins, h) // one exchange, good or late
+	s.mu.Unlock()
+	if !ok || s.now().After(exp) {
+		http.Error(w, "paddock: this login URL is unknown, used or expired (each is good once, for 10 minutes); run `paddock web` for a new one", http.StatusUnauthorized)
 		return
 	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	c, err := randomString()
+	if err != nil {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
 	}
-	c := base64.RawURLEncoding.EncodeToString(b[:])
 	s.mu.Lock()
-	s.cookies[sha256.Sum256([]byte(c))] = time.Now().Add(24 * time.Hour)
+	s.cookies[sha256.Sum256([]byte(c))] = s.now().Add(CookieTTL)
 	s.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: 86400})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	http.Redirect(w, r, "/", http.StatusSeeOther) // the token leaves the address bar
+}
+
+// logout ends the cookie's login, here and in the browser.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(CookieName); err == nil {
+		s.mu.Lock()
+		delete(s.cookies, sha256.Sum256([]byte(c.Value)))
+		s.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintln(w, `{"logged_out":true}`)
 }
 
 func (s *Server) valid(r *http.Request) bool {
@@ -151,7 +202,7 @@ func (s *Server) valid(r *http.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	exp, ok := s.cookies[h]
-	if ok && time.Now().After(exp) {
+	if ok && s.now().After(exp) {
 		delete(s.cookies, h)
 		return false
 	}
@@ -165,7 +216,7 @@ func (s *Server) auth(h http.Handler) http.Handler {
 		if !s.valid(r) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintln(w, "paddock: not logged in. Open the login URL that `paddock serve` printed (or run `paddock web`).")
+			fmt.Fprintln(w, "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints.")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("X-Paddock") != "1" {
@@ -246,6 +297,11 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 	role := r.URL.Query().Get("role")
 	rows, _ := strconv.Atoi(r.URL.Query().Get("rows"))
 	cols, _ := strconv.Atoi(r.URL.Query().Get("cols"))
+	// Another origin is refused before anyone joins the terminal.
+	if !sameOrigin(r) {
+		http.Error(w, "paddock: the terminal is for this page's own origin", http.StatusForbidden)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := s.b.Attach(ctx, r.PathValue("ref"), api.AttachRequest{Role: role, Rows: uint16(rows), Cols: uint16(cols)})
@@ -254,7 +310,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.Leave()
-	// Accept checks that the Origin is this page's own host.
+	// Accept checks the Origin again, as it always does.
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -292,4 +348,40 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// sameOrigin reports whether a request's Origin, if it has one, is this
+// page's own host (what websocket.Accept checks, done before anything).
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true // not a browser: the cookie is what lets it in
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// CheckHost serves only requests whose Host names the listener at addr
+// itself: its address, or localhost on its port when it is a loopback
+// one. A page on another name that rebinds its DNS to 127.0.0.1 sends its
+// own name, and gets 421. It wraps the whole site, /metrics and /healthz
+// included.
+func CheckHost(addr net.Addr, h http.Handler) http.Handler {
+	ok := map[string]bool{}
+	if ta, isTCP := addr.(*net.TCPAddr); isTCP {
+		port := strconv.Itoa(ta.Port)
+		ok[strings.ToLower(net.JoinHostPort(ta.IP.String(), port))] = true
+		if ta.IP.IsLoopback() {
+			ok["localhost:"+port] = true
+		}
+	} else {
+		ok[strings.ToLower(addr.String())] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok[strings.ToLower(r.Host)] {
+			http.Error(w, "paddock: unknown host "+strconv.Quote(r.Host)+"; open the page by the address `paddock web` prints", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 )
 
@@ -88,13 +88,28 @@ func (f *fakeBackend) Attach(_ context.Context, _ string, req api.AttachRequest)
 	return p, nil
 }
 
-const tok = "login-token-for-the-test"
+// site is the page served for a test, with its Server to mint logins.
+type site struct {
+	*httptest.Server
+	s *Server
+}
 
-func setup(t *testing.T) (*httptest.Server, *fakeBackend) {
+func setup(t *testing.T) (*site, *fakeBackend) {
 	fb := &fakeBackend{}
-	srv := httptest.NewServer(New(fb, secret.New(tok), nil).Handler())
+	s := New(fb, nil)
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return srv, fb
+	return &site{srv, s}, fb
+}
+
+// newLogin mints a login URL, as `paddock web` asks the Runner to.
+func (st *site) newLogin(t *testing.T) string {
+	t.Helper()
+	tok, err := st.s.NewLogin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.URL + "/login?token=" + tok.Reveal()
 }
 
 func TestNothingWithoutLogin(t *testing.T) {
@@ -111,10 +126,10 @@ func TestNothingWithoutLogin(t *testing.T) {
 	}
 }
 
-func loggedIn(t *testing.T, srv *httptest.Server) *http.Client {
+func loggedIn(t *testing.T, srv *site) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.Get(srv.URL + "/login?token=" + tok)
+	resp, err := c.Get(srv.newLogin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +146,8 @@ func TestLoginCookieAndPages(t *testing.T) {
 	c := loggedIn(t, srv)
 	u, _ := http.NewRequest("GET", srv.URL, nil)
 	for _, ck := range c.Jar.Cookies(u.URL) {
-		if ck.Name == CookieName && strings.Contains(ck.Value, tok) {
-			t.Fatal("the cookie holds the login token")
+		if ck.Name == CookieName && ck.Value == "" {
+			t.Fatalf("cookie %+v", ck)
 		}
 	}
 	resp, _ := c.Get(srv.URL + "/vendor/xterm.js")
@@ -191,5 +206,137 @@ func TestTerminalSocket(t *testing.T) {
 	defer fb.mu.Unlock()
 	if len(fb.part.keys) != 1 {
 		t.Fatal(fb.part.keys)
+	}
+}
+
+// TestLoginOnce: a login URL logs one browser in, once, within LoginTTL;
+// a second use, an expired one and a made-up one get 401 and no cookie.
+func TestLoginOnce(t *testing.T) {
+	srv, _ := setup(t)
+	noFollow := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	get := func(c *http.Client, u string) int {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 401 && !strings.Contains(string(b), "paddock web") {
+			t.Errorf("a refused login does not say what to do: %s", b)
+		}
+		return resp.StatusCode
+	}
+	login := srv.newLogin(t)
+	if st := get(noFollow(), login); st != http.StatusSeeOther {
+		t.Fatalf("first use: %d", st)
+	}
+	if st := get(noFollow(), login); st != 401 {
+		t.Fatalf("second use: %d", st)
+	}
+	late := srv.newLogin(t)
+	srv.s.mu.Lock()
+	srv.s.now = func() time.Time { return time.Now().Add(LoginTTL + time.Second) }
+	srv.s.mu.Unlock()
+	if st := get(noFollow(), late); st != 401 {
+		t.Fatalf("an expired login: %d", st)
+	}
+	if st := get(noFollow(), srv.URL+"/login?token="); st != 401 {
+		t.Fatalf("an empty token: %d", st)
+	}
+}
+
+// TestCookieLifetimeAndLogout: the cookie ends after CookieTTL, and at
+// logout, for good (the server forgets it, not only the browser).
+func TestCookieLifetimeAndLogout(t *testing.T) {
+	srv, _ := setup(t)
+	status := func(c *http.Client) int {
+		resp, err := c.Get(srv.URL + "/api/sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	c := loggedIn(t, srv)
+	if st := status(c); st != 200 {
+		t.Fatalf("logged in: %d", st)
+	}
+	u, _ := url.Parse(srv.URL)
+	cookies := c.Jar.Cookies(u)
+	// Logout needs the X-Paddock header like every change.
+	resp, _ := c.Post(srv.URL+"/logout", "", nil)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || status(c) != 200 {
+		t.Fatalf("logout without the header: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/logout", nil)
+	req.Header.Set("X-Paddock", "1")
+	resp, _ = c.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || status(c) != 401 {
+		t.Fatalf("after logout: %d, then %d", resp.StatusCode, status(c))
+	}
+	// The old cookie, kept by a copy of the browser, is dead too.
+	jar, _ := cookiejar.New(nil)
+	jar.SetCookies(u, cookies)
+	if st := status(&http.Client{Jar: jar}); st != 401 {
+		t.Fatalf("the logged-out cookie still works: %d", st)
+	}
+	c = loggedIn(t, srv)
+	srv.s.mu.Lock()
+	srv.s.now = func() time.Time { return time.Now().Add(CookieTTL + time.Second) }
+	srv.s.mu.Unlock()
+	if st := status(c); st != 401 {
+		t.Fatalf("a cookie past its lifetime: %d", st)
+	}
+}
+
+// TestCheckHost: only the listener's own names are served.
+func TestCheckHost(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	srv := httptest.NewServer(nil)
+	defer srv.Close()
+	srv.Config.Handler = CheckHost(srv.Listener.Addr(), ok)
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	for host, want := range map[string]int{
+		srv.Listener.Addr().String(): 204,
+		"localhost" + port:           204,
+		"LOCALHOST" + port:           204,
+		"evil.example":               http.StatusMisdirectedRequest,
+		"evil.example" + port:        http.StatusMisdirectedRequest,
+		"127.0.0.1:1":                http.StatusMisdirectedRequest,
+		"localhost":                  http.StatusMisdirectedRequest,
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestOriginBeforeAttach: a cross-origin terminal socket is refused before
+// anyone joins the session's terminal.
+func TestOriginBeforeAttach(t *testing.T) {
+	srv, fb := setup(t)
+	c := loggedIn(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/sessions/demo/terminal?role=driver"
+	if _, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {"http://evil.test"}}}); err == nil {
+		t.Fatal("a cross-origin socket was accepted")
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.part != nil {
+		t.Fatal("a cross-origin request joined the terminal before it was refused")
 	}
 }

@@ -102,3 +102,11 @@ route();
 
 // The list stays live: activity changes every turn.
 setInterval(() => { if (!$("#list").hidden) showList().catch(() => {}); }, 2000);
+
+// Log out: the Runner forgets this browser's cookie; a new login needs a
+// new URL from `paddock web`.
+$("#logout").onclick = async () => {
+  await call("POST", "/logout").catch(() => {});
+  closeSession();
+  document.body.textContent = "Logged out. Run `paddock web` on the Runner's host for a new login URL.";
+};
