@@ -37,6 +37,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "logs", "x", "-n", "-1"}, 2, "--tail -1"},
 		{[]string{"--state-dir", dir, "serve", "--config", filepath.Join(dir, "missing.toml")}, 1, "missing.toml"},
 		{[]string{"--state-dir", dir, "credential", "set", "--kind", "password"}, 2, "--kind"},
+		// As docker exec: -t needs a terminal to read from (stdin here is a string).
+		{[]string{"--state-dir", dir, "exec", "-t", "x", "--", "sh"}, 2, "-t: the input is not a terminal"},
 	} {
 		code, _, stderr := run(t, "sk-ant-oat01-fake\n", nil, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {

@@ -165,7 +165,7 @@ func absDir(p string) (string, error) {
 }
 
 func lsCmd(g *globals, o IO) *cobra.Command {
-	var asJSON, all bool
+	var asJSON, all, quiet bool
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"ps", "list"},
@@ -185,6 +185,12 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				if all || s.Live() {
 					shown = append(shown, s)
 				}
+			}
+			if quiet {
+				for _, s := range shown {
+					fmt.Fprintln(o.Stdout, s.ID)
+				}
+				return nil
 			}
 			if asJSON {
 				if shown == nil {
@@ -206,6 +212,7 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include removed sessions")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print session ids only, one a line")
 	return cmd
 }
 
@@ -264,12 +271,23 @@ func wakeCmd(g *globals, o IO) *cobra.Command {
 }
 
 func rmCmd(g *globals, o IO) *cobra.Command {
-	var keep bool
-	cmd := simple(g, o, "rm", "Remove a session: its box and (unless --keep-volume) its volume",
+	var keep, force bool
+	cmd := simple(g, o, "rm", "Remove a session: its box and (unless --keep-volume) its volume; -f if it runs",
 		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			if !force {
+				// As docker rm: a running session is removed on purpose only.
+				s, err := c.Session(cmd.Context(), ref)
+				if err != nil {
+					return s, err
+				}
+				if s.Observed == session.Running {
+					return s, fmt.Errorf("session %s is running; paddock sleep %s first, or paddock rm -f %s: %w", s.Name, s.Name, s.Name, errdefs.ErrConflict)
+				}
+			}
 			return c.RemoveSession(cmd.Context(), ref, keep)
 		}, "is removed")
 	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too")
 	return cmd
 }
 
@@ -378,6 +396,10 @@ func execCmd(g *globals, o IO) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash != 1 {
 				return usageError{errors.New("write the command after --: paddock exec NAME -- CMD")}
+			}
+			// As docker exec -t: a terminal for the command needs one here.
+			if in, ok := o.Stdin.(*os.File); tty && (!ok || !term.IsTerminal(int(in.Fd()))) {
+				return usageError{errors.New("-t: the input is not a terminal; leave out -t (with -i to pass stdin), or run from a terminal")}
 			}
 			c, err := g.client(o)
 			if err != nil {

@@ -120,7 +120,7 @@ func TestActivityAndSupervision(t *testing.T) {
 			e.waitScreen(name, promptReady, 30*time.Second)
 
 			// A session that goes away: wait says so (exit 4).
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 			e.waitFor(name, "waiting", 5*time.Second, 4)
 
 			b, _ := os.ReadFile(notes)
@@ -179,7 +179,7 @@ func TestHookFloodFromTheBox(t *testing.T) {
 			if s := e.inspect(name); s.Observed != session.Running || s.Activity.State != "waiting" || s.Restarts.Count != 0 {
 				t.Errorf("after the flood: %s %+v %+v", s.Observed, s.Activity, s.Restarts)
 			}
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		}()
 	}
 }

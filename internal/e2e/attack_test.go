@@ -70,7 +70,7 @@ func TestAttackSuiteFromTheBox(t *testing.T) {
 					}
 				})
 			}
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		})
 	}
 }

@@ -109,7 +109,7 @@ func BenchmarkSessionPrompt(b *testing.B) {
 				t0 = time.Now()
 				e.pd("wake", name)
 				rw.wake = append(rw.wake, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
-				e.pd("rm", name)
+				e.pd("rm", "-f", name)
 			}
 		}
 	}

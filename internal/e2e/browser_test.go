@@ -127,7 +127,7 @@ func TestWebPageInChromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-name="webtask"]`))); err != nil {
 		t.Fatalf("the new-session form: %v", err)
 	}
-	defer e.pdRun("rm", "webtask")
+	defer e.pdRun("rm", "-f", "webtask")
 	e.waitScreen("webtask", "hi from the fake server (turn 1)", 60*time.Second)
 	found := false
 	for _, r := range e.fake.Requests() {
@@ -176,7 +176,7 @@ func TestWebPageInChromium(t *testing.T) {
 	if body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(body, "used or expired") {
 		t.Fatalf("the login URL worked twice: %q", body)
 	}
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }
 
 // waitRow waits until the session list's row of name holds want.

@@ -40,7 +40,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 				t.Fatalf("the dead box's token got %d", st)
 			}
 			e.wakeAndGoOn(name)
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		})
 	}
 }
@@ -140,7 +140,7 @@ func TestDockerDaemonRestart(t *testing.T) {
 	}
 	restart()
 	e.wakeAndGoOn(name)
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }
 
 // restartDockerd stops dockerd and returns the function that starts it
@@ -237,7 +237,7 @@ func TestUnresumableTranscriptKeptAside(t *testing.T) {
 	if out := e.pd("exec", name, "--", "sh", "-c", "cat "+path+".unresumable"); !strings.Contains(out, `"summary":"x"`) {
 		t.Fatalf("the unresumable transcript was not kept: %q", out)
 	}
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }
 
 // TestReadoptionNotHeldByABox: a box that deleted its guest socket (its

@@ -81,7 +81,7 @@ func newEnv(t testing.TB, extra ...string) *env {
 		}
 		if out, _, code := e.pdRun("ls", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil {
 			for _, s := range ss {
-				e.pdRun("rm", s.ID)
+				e.pdRun("rm", "-f", s.ID)
 			}
 		}
 		e.pd("prune", "--volumes")

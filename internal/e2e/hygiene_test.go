@@ -159,7 +159,7 @@ func TestSecretHygiene(t *testing.T) {
 				}
 			}
 			t.Logf("searched the box (%d processes) and %d places on the host", nproc, len(places))
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		})
 	}
 }

@@ -135,7 +135,7 @@ func TestSessionLifecycle(t *testing.T) {
 				t.Fatalf("logs: %s", out)
 			}
 
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 			if objs := e.objectsOf(id); len(objs) != 0 {
 				t.Fatalf("rm left %+v", objs)
 			}
@@ -211,7 +211,7 @@ func TestRunnerKill9(t *testing.T) {
 			e.waitScreen(name, promptReady, 60*time.Second)
 			e.typeLine(name, "still there")
 			e.waitScreen(name, "hi from the fake server (turn 2)", 60*time.Second)
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 			e.pd("prune")
 			if objs := e.objectsOf(id); len(objs) != 0 {
 				t.Fatalf("rm and prune left %+v", objs)
@@ -266,7 +266,7 @@ func TestDirectModeGates(t *testing.T) {
 		if strings.TrimSpace(stdout.String()) != "scanned" {
 			t.Fatalf("%s: the token is on disk: %q", backend, stdout.String())
 		}
-		e.pd("rm", name)
+		e.pd("rm", "-f", name)
 	}
 }
 
@@ -365,7 +365,7 @@ func TestAttachAndDetach(t *testing.T) {
 	if s := e.screen(name); strings.Contains(s, "typed by the observer") {
 		t.Fatalf("an observer's keys reached claude:\n%s", s)
 	}
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }
 
 // TestSetModelAndKeepVolume: set restarts claude with --resume and the new
@@ -414,7 +414,7 @@ func TestSetModelAndKeepVolume(t *testing.T) {
 		t.Fatalf("bad effort: %d %s", code, out)
 	}
 
-	e.pd("rm", "--keep-volume", name)
+	e.pd("rm", "-f", "--keep-volume", name)
 	if out := e.pd("ls", "-a", "--json"); !strings.Contains(out, `"keep_volume": true`) {
 		t.Fatalf("keep-volume not recorded: %s", out)
 	}
@@ -478,5 +478,5 @@ func TestRelayFromTheBox(t *testing.T) {
 	if strings.TrimSpace(scan.String()) != "scanned" {
 		t.Fatalf("the relay secret is in the box: %q", scan.String())
 	}
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }

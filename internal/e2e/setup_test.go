@@ -190,7 +190,7 @@ func TestClaudeSetupAndPrompt(t *testing.T) {
 					t.Errorf("the prompt was sent again after a wake")
 				}
 			}
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		})
 	}
 }
@@ -206,5 +206,5 @@ func TestRunWithoutClaudeConfig(t *testing.T) {
 	if out, _, code := e.pdRun("exec", name, "--", "sh", "-c", "cat "+sandbox.HomeDir+"/.claude/CLAUDE.md "+sandbox.HomeDir+"/.gitconfig"); code == 0 || strings.Contains(out, setupMarker) {
 		t.Errorf("brought anyway: %q", out)
 	}
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }

@@ -86,7 +86,7 @@ func TestUpstreamFaultsSeenByClaude(t *testing.T) {
 		})
 	}
 	e.t = t
-	e.pd("rm", name)
+	e.pd("rm", "-f", name)
 }
 
 // TestClientDisconnectCancelsUpstream: a client in the box that goes away
@@ -132,7 +132,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 			if d > time.Second {
 				t.Errorf("upstream cancelled %v after the client went away; target 100 ms", d)
 			}
-			e.pd("rm", name)
+			e.pd("rm", "-f", name)
 		})
 	}
 }

@@ -23,7 +23,7 @@ func TestWakeBeforeFirstPrompt(t *testing.T) {
 		e.pd("sleep", name)
 		e.pd("wake", name)
 		poll(t, e, name, "wake "+be)
-		e.pd("rm", name)
+		e.pd("rm", "-f", name)
 	}
 	// The Runner's log tells a first start from a wake.
 	first, again := 0, 0
@@ -108,7 +108,7 @@ func TestWakeWithHostileClaudeConfig(t *testing.T) {
 				t.Errorf("%s: %s not written anew: %q", be, f, b[:min(len(b), 200)])
 			}
 		}
-		e.pd("rm", name)
+		e.pd("rm", "-f", name)
 	}
 }
 
@@ -183,7 +183,7 @@ func TestWakeWithBrokenClaudeConfig(t *testing.T) {
 				t.Errorf("%s: %s not written anew: %q", be, f, b)
 			}
 		}
-		e.pd("rm", name)
+		e.pd("rm", "-f", name)
 	}
 	if n := strings.Count(e.log.String(), "kept aside as .invalid"); n != 4 {
 		t.Errorf("the Runner's log warns %d times, want 4 (two files, two backends):\n%s", n, e.log.String())

@@ -88,7 +88,7 @@ func TestWorkspaceGitTurn(t *testing.T) {
 			defer e.fake.SetSteps(nil)
 			name := "git-" + backend
 			e.pdAs(person, "run", "-d", "--name", name, "--backend", backend, "--workspace", ws)
-			defer e.pdRun("rm", name)
+			defer e.pdRun("rm", "-f", name)
 			e.waitScreen(name, promptReady, 30*time.Second)
 			e.typeLine(name, fakeapi.StepsKeyword+" edit and commit")
 			e.waitScreen(name, fakeapi.StepsDone, 60*time.Second)
@@ -174,7 +174,7 @@ func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
 			ws := ownedRepo(t)
 			name := "dies-" + backend
 			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend, "--workspace", ws))
-			defer e.pdRun("rm", name)
+			defer e.pdRun("rm", "-f", name)
 			e.waitScreen(name, promptReady, 30*time.Second)
 			if mi, _ := os.ReadFile("/proc/self/mountinfo"); !strings.Contains(string(mi), "/workspaces/"+id) && !strings.Contains(string(mi), e.inspect(name).BoxID+"/workspace") {
 				t.Fatal("the check below would see no mount even while the box runs")
@@ -205,6 +205,16 @@ func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
 			e.waitScreen(name, promptReady, 30*time.Second)
 			if _, err := os.Stat(placeholder); err != nil {
 				t.Fatalf("no placeholder after wake: %v", err)
+			}
+			// As docker: ls -q prints ids; rm of a running session needs -f.
+			if ids := e.pd("ls", "-q"); !strings.Contains(ids, id+"\n") || strings.Contains(ids, "NAME") {
+				t.Fatalf("ls -q: %q", ids)
+			}
+			if out, code := e.pdCode("rm", name); code != 5 || !strings.Contains(out, "is running") || !strings.Contains(out, "rm -f "+name) {
+				t.Fatalf("rm of a running session without -f: exit %d %q", code, out)
+			}
+			if st := e.inspect(name); st.Observed != "running" {
+				t.Fatalf("rm without -f touched the session: %s", st.Observed)
 			}
 		})
 	}
