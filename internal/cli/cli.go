@@ -97,10 +97,9 @@ func Run(ctx context.Context, args []string, o IO) error {
 		Long: `paddock runs the real Claude Code CLI inside an isolated sandbox on a machine you control.
 Your Anthropic credential stays outside: the Runner's credential proxy swaps a per-session
 token for it. Start the Runner with "paddock serve"; the other commands talk to it.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		Version:           version.String(),
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.String(),
 	}
 	root.SetArgs(args)
 	root.SetIn(o.Stdin)
@@ -138,6 +137,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		inspectCmd(g, o),
 		webCmd(g, o),
 	)
+	addCompletion(root, g, o)
 	return root.ExecuteContext(ctx)
 }
 

@@ -210,6 +210,11 @@ func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
 			if ids := e.pd("ls", "-q"); !strings.Contains(ids, id+"\n") || strings.Contains(ids, "NAME") {
 				t.Fatalf("ls -q: %q", ids)
 			}
+			// Shell completion offers the session's name (cobra's scripts
+			// call __complete).
+			if out := e.pd("__complete", "rm", name[:3]); !strings.HasPrefix(out, name+"\n") {
+				t.Fatalf("completion of rm %s: %q", name[:3], out)
+			}
 			if out, code := e.pdCode("rm", name); code != 5 || !strings.Contains(out, "is running") || !strings.Contains(out, "rm -f "+name) {
 				t.Fatalf("rm of a running session without -f: exit %d %q", code, out)
 			}
