@@ -100,8 +100,28 @@ func TestCommandsSayHowToStartTheRunner(t *testing.T) {
 	}
 }
 
+// TestServeRefusesUnreachableStateDir: as root, a state directory that
+// local boxes' uids cannot reach (here below t.TempDir's 0700) stops
+// `paddock serve` at once with the directory and the chmod that fixes it,
+// where every box start used to end in a bare "conflict".
+func TestServeRefusesUnreachableStateDir(t *testing.T) {
+	testenv.Root(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"--state-dir", dir, "serve", "--proxy-listen", "off", "--web-listen", "off"},
+		IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Env: []string{"ANTHROPIC_API_KEY=sk-fake-serve-key"}})
+	// It names the highest directory others may not search: one above dir.
+	_, named, _ := strings.Cut(errb.String(), "chmod o+x ")
+	named, _, _ = strings.Cut(named, ",")
+	if code != 3 || named == "" || !strings.HasPrefix(dir, named+"/") {
+		t.Fatalf("serve on an unreachable state dir: exit %d %q", code, errb.String())
+	}
+}
+
 func TestServeLogsAndStops(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.TraversableTempDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb testenv.Buffer
 	done := make(chan int, 1)

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/runner"
+	"github.com/paddockhq/paddock/internal/sandbox/local"
 	"github.com/paddockhq/paddock/internal/statedir"
 )
 
@@ -129,6 +130,9 @@ func doctor(ctx context.Context, dir string, cfg config.Config, o IO) []check {
 		ok := fi.Mode().Perm()&0o066 == 0 && st != nil && int(st.Uid) == os.Geteuid()
 		out = append(out, check{"state dir", ok, fmt.Sprintf("%s mode %v", dir, fi.Mode().Perm()), "chmod 0711 " + dir + " and make it yours; paddock serve does this itself"})
 	}
+	// What local boxes, running as uids of their own, must reach.
+	rerr := local.Reachable([]string{filepath.Join(dir, "local")}, []string{bin})
+	out = append(out, check{"boxes reach", rerr == nil, "the state directory and Claude Code, from a box's uid", errText(rerr)})
 	// The credential, as the Runner sees it (or would, started from here).
 	st, err := api.NewClient(filepath.Join(dir, statedir.APISocket)).CredentialStatus(ctx)
 	where := "the Runner"

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/runtimepolicy"
+	"github.com/paddockhq/paddock/internal/sandbox/local"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
 )
@@ -79,6 +81,17 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			log := newLogger(o.Stderr, cfg.Log.Format, level)
 			// The process's own environment, which the runtime read.
 			runtimepolicy.Apply(os.Getenv)
+			// Local boxes run as uids of their own: if they cannot reach the
+			// state directory, say so now, not as a box that dies at start.
+			if cfg.Sessions.Backend == "" || cfg.Sessions.Backend == "local" {
+				claude := cfg.Claude.Binary
+				if claude == "" {
+					claude = claudecode.BinIn(claudecode.Dir(dir, claudecode.PinnedVersion))
+				}
+				if err := local.Reachable([]string{filepath.Join(dir, "local")}, []string{claude}); err != nil {
+					return err
+				}
+			}
 			r, err := runner.New(runner.Options{StateDir: dir, Config: cfg, Env: o.Env, Log: log})
 			if err != nil {
 				return err

@@ -100,6 +100,10 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("local backend: %w", err)
 		}
 	}
+	// Boxes would die at start, each with a bare "stopped while connecting".
+	if err := Reachable([]string{cfg.Root}, []string{cfg.ClaudeBinary}); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
 	// bwrap runs as the box's uid, which must be able to read the guest:
 	// keep a world-readable copy next to the boxes.
 	guest := filepath.Join(cfg.Root, "bin", "paddock")
@@ -706,7 +710,7 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 		}
 		lastErr = err
 		if !alive(r.PID, r.PIDStart) {
-			return nil, fmt.Errorf("box %s stopped while connecting: %w", id, errdefs.ErrConflict)
+			return nil, fmt.Errorf("box %s stopped while connecting%s: %w", id, b.whyStopped(r.ID), errdefs.ErrConflict)
 		}
 		select {
 		case <-ctx.Done():
@@ -714,6 +718,27 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// whyStopped is what bwrap said as the box ended, if anything: the last
+// lines of its log (a path the box's uid could not reach, a mount it
+// could not make), for errors that would otherwise say only "stopped".
+func (b *Backend) whyStopped(id string) string {
+	raw, err := os.ReadFile(filepath.Join(b.boxDir(id), "bwrap.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	if msg := strings.TrimSpace(strings.Join(lines, "; ")); msg != "" {
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		return " (bwrap: " + msg + ")"
+	}
+	return ""
 }
 
 // Stop implements sandbox.Backend.

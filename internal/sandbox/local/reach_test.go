@@ -1,0 +1,72 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/testenv"
+)
+
+// TestUnreachableStateDir: a state directory below a directory others
+// may not search (mktemp -d's 0700, /root) is refused when the backend
+// is made, naming that directory and the chmod that fixes it, instead of
+// every box dying at start with a bare conflict.
+func TestUnreachableStateDir(t *testing.T) {
+	testenv.Root(t)
+	testenv.LookPath(t, "bwrap")
+	parent := filepath.Join(testenv.TraversableTempDir(t), "private")
+	if err := os.Mkdir(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	guest, _ := os.Executable()
+	_, err := New(Config{Root: filepath.Join(parent, "state", "local"), GuestBinary: guest})
+	if !errdefs.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "chmod o+x "+parent) {
+		t.Fatalf("a state dir below a 0700 directory: %v", err)
+	}
+	if err := os.Chmod(parent, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Root: filepath.Join(parent, "state", "local"), GuestBinary: guest}); err != nil {
+		t.Fatalf("after chmod o+x: %v", err)
+	}
+	// A Claude Code binary others may not run is named too.
+	bin := filepath.Join(parent, "claude")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o700)
+	if _, err := New(Config{Root: filepath.Join(parent, "state", "local"), GuestBinary: guest, ClaudeBinary: bin}); err == nil || !strings.Contains(err.Error(), "run "+bin) {
+		t.Fatalf("a claude binary for root only: %v", err)
+	}
+}
+
+// TestStoppedWhileConnectingSaysWhy: a box that dies as it starts is an
+// error with what its start printed, not a bare conflict.
+func TestStoppedWhileConnectingSaysWhy(t *testing.T) {
+	testenv.Root(t)
+	testenv.LookPath(t, "bwrap")
+	dir := testenv.TraversableTempDir(t)
+	guest := filepath.Join(dir, "guest")
+	if err := os.WriteFile(guest, []byte("#!/bin/sh\necho 'guest: cannot start: no such thing' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	be, err := New(Config{Root: filepath.Join(dir, "local"), GuestBinary: guest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "dies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Remove(ctx, bx.ID, sandbox.RemoveOptions{})
+	if _, err := be.Start(ctx, bx.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = be.Connect(ctx, bx.ID)
+	if err == nil || !strings.Contains(err.Error(), "cannot start: no such thing") {
+		t.Fatalf("connect to a box that died: %v", err)
+	}
+}
