@@ -62,8 +62,10 @@ type Config struct {
 	ClaudeBinary string
 	// Bwrap is the bwrap program; default "bwrap" on PATH.
 	Bwrap string
-	// UIDBase is the first host uid for boxes (default 200000); box n runs
-	// as UIDBase+n, so that no two live boxes share a host uid.
+	// UIDBase is where the search for this backend's uid range starts
+	// (default 200000): New claims, host-wide, the first free range of
+	// RangeSize uids at or above it (claimRange), and box n runs as its
+	// base+n, so that no two live boxes on the host share a host uid.
 	UIDBase int
 }
 
@@ -111,7 +113,15 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: install guest binary: %w", err)
 	}
 	cfg.GuestBinary = guest
-	return &Backend{cfg: cfg}, nil
+	b := &Backend{cfg: cfg}
+	recs, err := b.records()
+	if err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	if b.cfg.UIDBase, err = claimRange(cfg.UIDBase, cfg.Root, recs); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Name implements sandbox.Backend.
@@ -247,6 +257,10 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	uid := b.cfg.UIDBase + 1
 	for used[uid] {
 		uid++
+	}
+	if uid >= b.cfg.UIDBase+RangeSize {
+		return sandbox.Box{}, fmt.Errorf("all %d host uids of this state directory's range (from %d) are in use by boxes or their processes; remove sessions (paddock rm) or prune: %w",
+			RangeSize-1, b.cfg.UIDBase+1, errdefs.ErrUnavailable)
 	}
 	id, err := newID()
 	if err != nil {

@@ -70,3 +70,51 @@ func TestStoppedWhileConnectingSaysWhy(t *testing.T) {
 		t.Fatalf("connect to a box that died: %v", err)
 	}
 }
+
+// TestTwoStateDirsTwoRanges: two Runners on one host (two state
+// directories) claim different uid ranges, so their boxes never share a
+// host uid, even when one's boxes are asleep (no process shows the uid);
+// a state directory opened again keeps its range; a gone one frees it.
+func TestTwoStateDirsTwoRanges(t *testing.T) {
+	testenv.Root(t)
+	testenv.LookPath(t, "bwrap")
+	guest, _ := os.Executable()
+	dir := testenv.TraversableTempDir(t)
+	open := func(name string) *Backend {
+		t.Helper()
+		b, err := New(Config{Root: filepath.Join(dir, name, "local"), GuestBinary: guest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b := open("a"), open("b")
+	if a.cfg.UIDBase == b.cfg.UIDBase || a.cfg.UIDBase < b.cfg.UIDBase+RangeSize && b.cfg.UIDBase < a.cfg.UIDBase+RangeSize {
+		t.Fatalf("overlapping ranges: %d and %d", a.cfg.UIDBase, b.cfg.UIDBase)
+	}
+	ctx := context.Background()
+	bxA, err := a.Create(ctx, sandbox.CreateOptions{Session: "one"}) // never started: no process holds its uid
+	if err != nil {
+		t.Fatal(err)
+	}
+	bxB, err := b.Create(ctx, sandbox.CreateOptions{Session: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := a.load(bxA.ID)
+	rb, _ := b.load(bxB.ID)
+	if ra.UID == rb.UID {
+		t.Fatalf("two state directories gave uid %d to two boxes", ra.UID)
+	}
+	if again := open("a"); again.cfg.UIDBase != a.cfg.UIDBase {
+		t.Fatalf("reopened, a's range moved: %d -> %d", a.cfg.UIDBase, again.cfg.UIDBase)
+	}
+	a.Remove(ctx, bxA.ID, sandbox.RemoveOptions{})
+	b.Remove(ctx, bxB.ID, sandbox.RemoveOptions{})
+	if err := os.RemoveAll(filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if c := open("c"); c.cfg.UIDBase != b.cfg.UIDBase {
+		t.Logf("b's range %d was not reused (another test may hold it): c got %d", b.cfg.UIDBase, c.cfg.UIDBase)
+	}
+}
