@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -222,5 +224,41 @@ func TestWorkspaceReleasedWhenBoxDies(t *testing.T) {
 				t.Fatalf("rm without -f touched the session: %s", st.Observed)
 			}
 		})
+	}
+}
+
+// TestLogsFollow: `paddock logs -f` prints what was there, then each new
+// decision as it comes, and ends by itself once the session is removed.
+func TestLogsFollow(t *testing.T) {
+	e := newEnv(t)
+	name := "follow"
+	e.pd("run", "-d", "--name", name, "--backend", "local")
+	e.waitScreen(name, promptReady, 30*time.Second)
+	var out testenv.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(context.Background(), []string{"--state-dir", e.dir, "logs", "-f", name},
+			cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out, Env: []string{"PATH=/usr/bin:/bin"}})
+	}()
+	e.typeLine(name, "say hi")
+	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "/v1/messages") {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs -f did not show the new request:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := strings.Count(out.String(), "TIME"); n != 1 {
+		t.Errorf("the header %d times:\n%s", n, out.String())
+	}
+	e.pd("rm", "-f", name)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("logs -f ended with %d:\n%s", code, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("logs -f did not end after the session was removed")
 	}
 }
