@@ -39,6 +39,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "credential", "set", "--kind", "password"}, 2, "--kind"},
 		// As docker exec: -t needs a terminal to read from (stdin here is a string).
 		{[]string{"--state-dir", dir, "exec", "-t", "x", "--", "sh"}, 2, "-t: the input is not a terminal"},
+		{[]string{"--state-dir", dir, "attach", "--detach-keys", "ctrl-1", "x"}, 2, "no such control key: ctrl-1"},
+		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
 	} {
 		code, _, stderr := run(t, "sk-ant-oat01-fake\n", nil, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {

@@ -35,12 +35,13 @@ func (g *globals) client(o IO) (*api.Client, error) {
 func runCmd(g *globals, o IO) *cobra.Command {
 	var req api.CreateRequest
 	var detach bool
+	var detachKeys string
 	var credFile string
 	var relaySecrets []string
 	var setup runSetup // --prompt, --claude-config, …: runsetup.go
 	cmd := &cobra.Command{
 		Use:   "run [flags]",
-		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q)",
+		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q, or --detach-keys)",
 		Long: `Create a session: a box (local bubblewrap or docker) with its own home volume, Claude Code
 started in tmux with every permission bypassed, and a per-session token in place of your
 credential. Without -d, attach to its terminal; detach with ctrl-p ctrl-q, the session keeps
@@ -52,6 +53,9 @@ you (under sudo: SUDO_USER); what is dropped is named on stderr. --prompt gives 
 to start with.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseDetachKeys(detachKeys); err != nil {
+				return usageError{err} // before anything is made
+			}
 			c, err := g.client(o)
 			if err != nil {
 				return err
@@ -96,7 +100,7 @@ to start with.`,
 				fmt.Fprintf(o.Stderr, "session %s (%s) runs; attach with: paddock attach %s\n", s.Name, s.ID[:8], s.Name)
 				return nil
 			}
-			return attach(cmd, c, o, s.Name)
+			return attach(cmd, c, o, s.Name, detachKeys)
 		},
 	}
 	f := cmd.Flags()
@@ -111,6 +115,7 @@ to start with.`,
 	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
 	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
 	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
+	f.StringVar(&detachKeys, "detach-keys", DefaultDetachKeys, "the keys that detach from the terminal, as docker's: ctrl-X or a character, comma-separated")
 	f.StringVar(&credFile, "credential-file", "", "this session's own Anthropic credential, from a file (- for stdin), instead of the Runner owner's")
 	f.StringArrayVar(&relaySecrets, "relay-secret", nil, "this session's secret for a relay route of the Runner, NAME=FILE (- for stdin); repeat")
 	f.StringVar(&req.CredentialKind, "credential-kind", "", "kind of --credential-file: oauth, api_key or auth_token (default: from its prefix)")
@@ -364,14 +369,18 @@ func budgetText(n int64) string {
 
 func attachCmd(g *globals, o IO) *cobra.Command {
 	var readOnly bool
+	var keys string
 	cmd := &cobra.Command{
 		Use:   "attach NAME",
-		Short: "Attach to a session's Claude Code terminal, shared with others (detach: ctrl-p ctrl-q)",
+		Short: "Attach to a session's Claude Code terminal, shared with others (detach: ctrl-p ctrl-q, or --detach-keys)",
 		Long: `Join a session's terminal through its mirror: you get the screen as it is, then the live
 output. Drivers type; with --read-only you watch as an observer and your keys go nowhere.
 Several people may attach at once; the terminal takes the smallest driver's size.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := parseDetachKeys(keys); err != nil {
+				return usageError{err}
+			}
 			c, err := g.client(o)
 			if err != nil {
 				return err
@@ -380,10 +389,11 @@ Several people may attach at once; the terminal takes the smallest driver's size
 			if readOnly {
 				role = "observer"
 			}
-			return attachAs(cmd, c, o, args[0], role)
+			return attachAs(cmd, c, o, args[0], role, keys)
 		},
 	}
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "watch as an observer: keys are not sent")
+	cmd.Flags().StringVar(&keys, "detach-keys", DefaultDetachKeys, "the keys that detach, as docker's: ctrl-X or a character, comma-separated")
 	return cmd
 }
 
@@ -405,7 +415,7 @@ func execCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive, false)
+			return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive)
 		},
 	}
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin")
@@ -413,16 +423,21 @@ func execCmd(g *globals, o IO) *cobra.Command {
 	return cmd
 }
 
-func attach(cmd *cobra.Command, c *api.Client, o IO, ref string) error {
-	return attachAs(cmd, c, o, ref, "driver")
+func attach(cmd *cobra.Command, c *api.Client, o IO, ref, keys string) error {
+	return attachAs(cmd, c, o, ref, "driver", keys)
 }
 
-// attachAs joins the session's terminal mirror.
-func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role string) error {
+// attachAs joins the session's terminal mirror; keys (docker's
+// --detach-keys syntax) detach.
+func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role, keys string) error {
+	detach, err := parseDetachKeys(keys)
+	if err != nil {
+		return usageError{err}
+	}
 	open := func(rows, cols uint16) (*api.ExecStream, error) {
 		return c.Attach(cmd.Context(), ref, api.AttachRequest{Role: role, Rows: rows, Cols: cols})
 	}
-	err := runStream(cmd, o, ref, open, true, true, true, role == "observer")
+	err = runStream(cmd, o, ref, open, true, true, detach, role == "observer")
 	var ee exitError
 	if errors.As(err, &ee) {
 		return nil // the mirror ended (claude's terminal closed): not an error of attach
@@ -434,22 +449,19 @@ func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role string) error {
 // reporting, bracketed paste and focus events; shows the cursor; resets colours.
 const terminalReset = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?25h\x1b[0m"
 
-// detachSeq is ctrl-p ctrl-q, as with docker attach.
-var detachSeq = []byte{0x10, 0x11}
-
 // execStream runs an exec over the API and wires the terminal.
-func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.ExecRequest, interactive, detachable bool) error {
+func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.ExecRequest, interactive bool) error {
 	open := func(rows, cols uint16) (*api.ExecStream, error) {
 		req.Rows, req.Cols = rows, cols
 		return c.Exec(cmd.Context(), ref, req)
 	}
-	return runStream(cmd, o, ref, open, req.TTY, interactive, detachable, false)
+	return runStream(cmd, o, ref, open, req.TTY, interactive, nil, false)
 }
 
 // runStream opens a framed stream (exec or attach) and wires this
 // terminal to it: raw mode and resizes on a TTY, stdin with the detach
 // sequence, output to stdout/stderr. Keys are not sent when readOnly.
-func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16) (*api.ExecStream, error), tty, interactive, detachable, readOnly bool) error {
+func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16) (*api.ExecStream, error), tty, interactive bool, detach []byte, readOnly bool) error {
 	in, isFile := o.Stdin.(*os.File)
 	termIn := isFile && term.IsTerminal(int(in.Fd()))
 	var rows, cols uint16
@@ -482,7 +494,7 @@ func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16
 	detached := make(chan struct{})
 	if interactive {
 		go func() {
-			copyStdin(es, o.Stdin, detachable, readOnly, detached)
+			copyStdin(es, o.Stdin, detach, readOnly, detached)
 		}()
 	} else {
 		_ = es.CloseStdin()
@@ -517,41 +529,33 @@ func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16
 	}
 }
 
-// copyStdin sends stdin to the stream, watching for the detach sequence.
-func copyStdin(es *api.ExecStream, in io.Reader, detachable, readOnly bool, detached chan struct{}) {
+// copyStdin sends stdin to the stream, watching for the detach sequence
+// detach (nil: none; then the end of stdin closes the command's).
+func copyStdin(es *api.ExecStream, in io.Reader, detach []byte, readOnly bool, detached chan struct{}) {
 	buf := make([]byte, 32<<10)
-	held := false // a ctrl-p waits for the next byte
+	var d *detacher
+	if detach != nil {
+		d = &detacher{seq: detach}
+	}
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {
-			out := make([]byte, 0, n+1)
-			for _, b := range buf[:n] {
-				switch {
-				case !detachable:
-					out = append(out, b)
-				case held && b == detachSeq[1]:
-					if len(out) > 0 && !readOnly {
-						_, _ = es.Write(out)
-					}
-					close(detached)
-					return
-				case held:
-					out = append(out, detachSeq[0], b)
-					held = false
-				case b == detachSeq[0]:
-					held = true
-				default:
-					out = append(out, b)
-				}
+			out, done := buf[:n], false
+			if d != nil {
+				out, done = d.feed(buf[:n])
 			}
 			if len(out) > 0 && !readOnly {
 				if _, err := es.Write(out); err != nil {
 					return
 				}
 			}
+			if done {
+				close(detached)
+				return
+			}
 		}
 		if err != nil {
-			if !detachable {
+			if d == nil {
 				_ = es.CloseStdin()
 			}
 			return

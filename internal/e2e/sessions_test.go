@@ -365,6 +365,15 @@ func TestAttachAndDetach(t *testing.T) {
 	if s := e.screen(name); strings.Contains(s, "typed by the observer") {
 		t.Fatalf("an observer's keys reached claude:\n%s", s)
 	}
+
+	// Other detach keys, in docker's syntax: ctrl-a then d.
+	keys := &slowReader{pause: 300 * time.Millisecond, done: make(chan struct{}), chunks: [][]byte{{0x01}, []byte("d")}}
+	defer close(keys.done)
+	var kout testenv.Buffer
+	code = mainWithStdin2(ctx, e, keys, &kout, "attach", "--detach-keys", "ctrl-a,d", name)
+	if code != 0 || !strings.Contains(kout.String(), "detached from att") {
+		t.Fatalf("attach --detach-keys ctrl-a,d: %d %q", code, kout.String())
+	}
 	e.pd("rm", "-f", name)
 }
 
