@@ -69,6 +69,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusForbidden, "forbidden"
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, errdefs.ErrCommandNotFound):
+		return http.StatusUnprocessableEntity, "command_not_found"
+	case errors.Is(err, errdefs.ErrCommandCannotRun):
+		return http.StatusUnprocessableEntity, "command_cannot_run"
 	}
 	return http.StatusInternalServerError, "internal"
 }
@@ -77,6 +81,7 @@ func statusOf(err error) (int, string) {
 var kindErr = map[string]error{
 	"not_found": errdefs.ErrNotFound, "conflict": errdefs.ErrConflict, "invalid": errdefs.ErrInvalid,
 	"forbidden": errdefs.ErrForbidden, "unavailable": errdefs.ErrUnavailable,
+	"command_not_found": errdefs.ErrCommandNotFound, "command_cannot_run": errdefs.ErrCommandCannotRun,
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

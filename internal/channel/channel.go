@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"io"
 	"net"
 	"time"
@@ -52,6 +53,9 @@ type Header struct {
 type Reply struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
+	// Code classifies an exec's failure to start: CodeNotFound or
+	// CodeCannotRun ("" for any other error, and from older guests).
+	Code string `json:"code,omitempty"`
 	// ping
 	Version string `json:"version,omitempty"`
 	PID     int    `json:"pid,omitempty"`
@@ -130,15 +134,33 @@ func exchange(st net.Conn, h Header, deadline time.Time) (*bufio.Reader, Reply, 
 	_ = st.SetDeadline(time.Time{})
 	if !r.OK {
 		st.Close()
-		return nil, r, &RemoteError{Op: h.Type, Msg: r.Error}
+		return nil, r, &RemoteError{Op: h.Type, Msg: r.Error, Code: r.Code}
 	}
 	return br, r, nil
 }
 
-// RemoteError is an error the guest reported.
-type RemoteError struct{ Op, Msg string }
+// Reply codes of an exec that could not start.
+const (
+	CodeNotFound  = "not_found"
+	CodeCannotRun = "cannot_run"
+)
+
+// RemoteError is an error the guest reported. Its Code, if any, makes it
+// errdefs.ErrCommandNotFound or errdefs.ErrCommandCannotRun.
+type RemoteError struct{ Op, Msg, Code string }
 
 func (e *RemoteError) Error() string { return "guest: " + e.Op + ": " + e.Msg }
+
+// Unwrap gives the sentinel of the error's code.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case CodeNotFound:
+		return errdefs.ErrCommandNotFound
+	case CodeCannotRun:
+		return errdefs.ErrCommandCannotRun
+	}
+	return nil
+}
 
 // Ping asks the guest for its version and pid and measures the round trip.
 func (c *Client) Ping(deadline time.Time) (Reply, time.Duration, error) {

@@ -38,7 +38,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "serve", "--config", filepath.Join(dir, "missing.toml")}, 1, "missing.toml"},
 		{[]string{"--state-dir", dir, "credential", "set", "--kind", "password"}, 2, "--kind"},
 		// As docker exec: -t needs a terminal to read from (stdin here is a string).
-		{[]string{"--state-dir", dir, "exec", "-t", "x", "--", "sh"}, 2, "-t: the input is not a terminal"},
+		{[]string{"--state-dir", dir, "exec", "-t", "x", "--", "sh"}, 125, "-t: the input is not a terminal"},
+		{[]string{"--state-dir", dir, "exec", "x", "--", "sh"}, 125, "paddock serve"}, // no Runner: paddock's own failure
 		{[]string{"--state-dir", dir, "attach", "--detach-keys", "ctrl-1", "x"}, 2, "no such control key: ctrl-1"},
 		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
 	} {

@@ -402,25 +402,50 @@ func execCmd(g *globals, o IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec [-it] NAME -- CMD [ARG...]",
 		Short: "Run a command in a session's box with Claude Code's environment; its exit code is paddock's",
-		Args:  cobra.MinimumNArgs(2),
+		Long: `Run a command in a session's box, with Claude Code's environment, in /workspace. Its exit
+code is paddock's, as with docker exec: 127 when the command is not found in the box, 126 when
+it cannot be run there, and 125 when paddock itself fails (no Runner, no such session, a bad
+option after the command line was read).`,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); dash != 1 {
-				return usageError{errors.New("write the command after --: paddock exec NAME -- CMD")}
-			}
-			// As docker exec -t: a terminal for the command needs one here.
-			if in, ok := o.Stdin.(*os.File); tty && (!ok || !term.IsTerminal(int(in.Fd()))) {
-				return usageError{errors.New("-t: the input is not a terminal; leave out -t (with -i to pass stdin), or run from a terminal")}
-			}
-			c, err := g.client(o)
-			if err != nil {
-				return err
-			}
-			return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive)
+			return execExit(o, func() error {
+				if dash := cmd.ArgsLenAtDash(); dash != 1 {
+					return usageError{errors.New("write the command after --: paddock exec NAME -- CMD")}
+				}
+				// As docker exec -t: a terminal for the command needs one here.
+				if in, ok := o.Stdin.(*os.File); tty && (!ok || !term.IsTerminal(int(in.Fd()))) {
+					return usageError{errors.New("-t: the input is not a terminal; leave out -t (with -i to pass stdin), or run from a terminal")}
+				}
+				c, err := g.client(o)
+				if err != nil {
+					return err
+				}
+				return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive)
+			}())
 		},
 	}
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run on a terminal")
 	return cmd
+}
+
+// execExit gives exec's exit code as docker exec does: the command's own;
+// 127 when it is not found in the box and 126 when it cannot be run there;
+// 125 for any failure of paddock's own (printed here, since an exitError
+// is not).
+func execExit(o IO, err error) error {
+	var ee exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	fmt.Fprintln(o.Stderr, "paddock:", err)
+	switch {
+	case errors.Is(err, errdefs.ErrCommandNotFound):
+		return exitError{127}
+	case errors.Is(err, errdefs.ErrCommandCannotRun):
+		return exitError{126}
+	}
+	return exitError{125}
 }
 
 func attach(cmd *cobra.Command, c *api.Client, o IO, ref, keys string) error {

@@ -262,3 +262,29 @@ func TestLogsFollow(t *testing.T) {
 		t.Fatal("logs -f did not end after the session was removed")
 	}
 }
+
+// TestExecExitCodes: exec's exit code is the command's, as docker exec's:
+// 127 for a command the box does not have, 126 for one it cannot run, 125
+// when paddock itself fails (here: no such session).
+func TestExecExitCodes(t *testing.T) {
+	e := newEnv(t)
+	name := "codes"
+	e.pd("run", "-d", "--name", name, "--backend", "local")
+	defer e.pdRun("rm", "-f", name)
+	for _, c := range []struct {
+		argv []string
+		code int
+		msg  string
+	}{
+		{[]string{"exec", name, "--", "sh", "-c", "exit 3"}, 3, ""},
+		{[]string{"exec", name, "--", "no-such-command-here"}, 127, "not found"},
+		{[]string{"exec", name, "--", "/etc/passwd"}, 126, "permission denied"},
+		{[]string{"exec", name, "--", "/no/such/path"}, 127, "no such file"},
+		{[]string{"exec", "no-such-session", "--", "true"}, 125, "no-such-session"},
+	} {
+		out, code := e.pdCode(c.argv...)
+		if code != c.code || !strings.Contains(out, c.msg) {
+			t.Errorf("%v: exit %d %q, want %d and %q", c.argv, code, out, c.code, c.msg)
+		}
+	}
+}

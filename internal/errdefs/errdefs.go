@@ -16,6 +16,13 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrUnavailable: a dependency (the Runner, a backend, the credential) is missing.
 	ErrUnavailable = errors.New("unavailable")
+
+	// ErrCommandNotFound: a command to run in a box does not exist there
+	// (paddock exec exits 127 for it, as docker exec does).
+	ErrCommandNotFound = errors.New("command not found")
+	// ErrCommandCannotRun: a command to run in a box exists but cannot be
+	// run (permission, not an executable; paddock exec exits 126).
+	ErrCommandCannotRun = errors.New("command cannot be run")
 )
 
 // Is reports whether err wraps target. It is errors.Is, re-exported so

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -261,7 +262,9 @@ func pipe(local net.Conn, remote net.Conn, rbuf io.Reader) {
 // exec runs one process for an exec stream.
 func (g *Guest) exec(st net.Conn, br *bufio.Reader, h channel.Header) {
 	defer st.Close()
-	fail := func(err error) { _ = channel.WriteJSONLine(st, channel.Reply{Error: err.Error()}) }
+	fail := func(err error) {
+		_ = channel.WriteJSONLine(st, channel.Reply{Error: err.Error(), Code: startCode(err)})
+	}
 	if len(h.Argv) == 0 {
 		fail(errors.New("empty argv"))
 		return
@@ -406,6 +409,18 @@ func (g *Guest) exec(st net.Conn, br *bufio.Reader, h channel.Header) {
 		stdin.Close()
 	}
 	_ = send(channel.FrameExit, channel.ExitPayload(exitCode(ws)))
+}
+
+// startCode classifies why a command could not start, as docker exec
+// does with its 127 and 126: not there, or there but not runnable.
+func startCode(err error) string {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return channel.CodeNotFound
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
+		return channel.CodeCannotRun
+	}
+	return ""
 }
 
 // lookPath resolves a command name with the PATH of the process's env.
