@@ -35,7 +35,7 @@ import (
 // Labels on a box image.
 const (
 	LabelImage         = "paddock.image"
-	LabelClaudeVersion = "paddock.claude-version"
+	LabelClaudeVersion = sandbox.LabelClaudeVersion
 	LabelBase          = "paddock.base"
 )
 
@@ -105,7 +105,7 @@ ENV DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     HOME={{.Home}} \
     PATH=/usr/local/bin:/usr/bin:/bin
-LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}"
+LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}" {{.LabelGuest}}="{{.Guest}}"
 USER {{.UID}}:{{.UID}}
 WORKDIR {{.Workspace}}
 ENTRYPOINT ["/usr/local/bin/paddock", "guest"]
@@ -122,6 +122,7 @@ func Dockerfile(s Spec) (string, error) {
 		"Home": sandbox.HomeDir, "Workspace": sandbox.WorkspaceDir,
 		"LabelImage": LabelImage, "LabelClaude": LabelClaudeVersion, "LabelBase": LabelBase,
 		"ManagedSettings": claudecode.ManagedSettingsPath,
+		"LabelGuest":      sandbox.LabelGuestProtocol, "Guest": sandbox.GuestProtocol,
 	})
 	return b.String(), err
 }

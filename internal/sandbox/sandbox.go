@@ -35,6 +35,20 @@ const (
 	LabelOwner = "paddock.owner"
 )
 
+// GuestProtocol numbers what the Runner needs of the guest (the paddock
+// binary) in a box image: `guest put` and `unpack`, `guest hook`,
+// `--setid-guard`, exec's start codes. A box image carries the number of
+// the paddock that built it (LabelGuestProtocol); the docker backend
+// refuses an image with a lower one, with the command that rebuilds it.
+// Raise it with every change a box image must follow.
+const GuestProtocol = 2
+
+// Labels on a box image.
+const (
+	LabelGuestProtocol = "paddock.guest-protocol"
+	LabelClaudeVersion = "paddock.claude-version"
+)
+
 // Paths inside every box.
 const (
 	HomeDir      = "/home/paddock"

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -348,10 +349,17 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, err
 		}
 	}
-	// Before anything is made: a missing image is the usual first stumble.
-	if _, err := b.cli.ImageInspect(ctx, image); cerrdefs.IsNotFound(err) {
+	// Before anything is made: a missing image is the usual first
+	// stumble, an image of an older paddock the next.
+	ins, err := b.cli.ImageInspect(ctx, image)
+	if cerrdefs.IsNotFound(err) {
 		return sandbox.Box{}, fmt.Errorf("the docker backend has no image %s: build it with `paddock image build --base <image>@sha256:<digest>` (a base with bash, tmux and git), or set docker.image: %w",
 			image, pdkerr.ErrNotFound)
+	}
+	if err == nil && ins.Config != nil {
+		if err := checkImage(image, ins.Config.Labels); err != nil {
+			return sandbox.Box{}, err
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -392,6 +400,24 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	l := o.Limits.WithDefaults()
 	return sandbox.Box{ID: resp.ID, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: time.Now().UTC(),
 		Volume: homeVolume(o.Session), Limits: l}, nil
+}
+
+// checkImage refuses a box image that this paddock cannot run: one built
+// by an older paddock (its guest lacks what the Runner asks of it), or one
+// whose tag names a Claude Code version (…:claude-V) it does not carry.
+func checkImage(ref string, labels map[string]string) error {
+	rebuild := "rebuild it with `paddock image build --base <image>@sha256:<digest>`"
+	if v, err := strconv.Atoi(labels[sandbox.LabelGuestProtocol]); err != nil || v < sandbox.GuestProtocol {
+		return fmt.Errorf("image %s was built by an older paddock (guest protocol %q, this one needs %d): %s: %w",
+			ref, labels[sandbox.LabelGuestProtocol], sandbox.GuestProtocol, rebuild, pdkerr.ErrConflict)
+	}
+	if i := strings.LastIndex(ref, ":claude-"); i >= 0 && !strings.Contains(ref[i:], "/") {
+		if want := ref[i+len(":claude-"):]; labels[sandbox.LabelClaudeVersion] != want {
+			return fmt.Errorf("image %s carries Claude Code %q, not the %s its tag names: %s: %w",
+				ref, labels[sandbox.LabelClaudeVersion], want, rebuild, pdkerr.ErrConflict)
+		}
+	}
+	return nil
 }
 
 // Start implements sandbox.Backend.

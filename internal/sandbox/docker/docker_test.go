@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,6 +177,30 @@ func TestMissingImage(t *testing.T) {
 	for _, o := range objs {
 		if o.Session == "noimage" {
 			t.Fatalf("left behind: %+v", o)
+		}
+	}
+}
+
+// TestCheckImage: an image of an older paddock, or whose tag names another
+// Claude Code than it carries, is refused with the command that rebuilds it.
+func TestCheckImage(t *testing.T) {
+	cur := strconv.Itoa(sandbox.GuestProtocol)
+	for _, c := range []struct {
+		ref    string
+		labels map[string]string
+		ok     bool
+	}{
+		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, true},
+		{"my/box:latest", map[string]string{sandbox.LabelGuestProtocol: cur}, true},
+		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelClaudeVersion: "2.1.328"}, false}, // before the label
+		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: "1", sandbox.LabelClaudeVersion: "2.1.328"}, false},
+		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: "x", sandbox.LabelClaudeVersion: "2.1.328"}, false},
+		{"paddock/box:claude-2.1.329", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, false},
+		{"localhost:5000/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, true},
+	} {
+		err := checkImage(c.ref, c.labels)
+		if (err == nil) != c.ok || err != nil && (!errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "paddock image build")) {
+			t.Errorf("%s %v: %v", c.ref, c.labels, err)
 		}
 	}
 }
