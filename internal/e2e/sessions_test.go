@@ -85,7 +85,7 @@ func TestSessionLifecycle(t *testing.T) {
 				if i > 0 {
 					time.Sleep(100 * time.Millisecond)
 				}
-				transcript := e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl`)
+				transcript := e.pd("exec", name, "--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR"/projects/-workspace/*.jsonl 2>/dev/null; true`)
 				for _, l := range strings.Split(transcript, "\n") {
 					joined = joined || strings.Contains(l, `"type":"assistant"`) && strings.Contains(l, `"id":"`+ledgerIDs[0]+`"`) && strings.Contains(l, `"type":"tool_use"`)
 				}
