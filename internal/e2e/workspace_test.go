@@ -288,3 +288,40 @@ func TestExecExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeThirtySeconds runs the README's thirty-second example, line by
+// line, on each backend, on a git checkout owned by a user who is not root
+// (the interactive attach lines are TestAttachAndDetach's): run -d with
+// --workspace, ls, exec git status, sleep && wake, logs, wait --for
+// waiting, rm -f.
+func TestReadmeThirtySeconds(t *testing.T) {
+	e := newEnv(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			ws := ownedRepo(t)
+			name := "demo-" + backend
+			e.pd("run", "-d", "--name", name, "--backend", backend, "--workspace", ws)
+			if ls := e.pd("ls"); !strings.Contains(ls, name) || !strings.Contains(ls, "running") {
+				t.Fatalf("ls:\n%s", ls)
+			}
+			if st := e.pd("exec", name, "--", "git", "status", "--short"); st != "" {
+				t.Fatalf("git status in the box: %q", st)
+			}
+			e.pd("sleep", name)
+			e.pd("wake", name)
+			if out := e.pd("logs", name); !strings.Contains(out, "TIME") {
+				t.Fatalf("logs: %q", out)
+			}
+			if out, code := e.pdCode("wait", name, "--for", "waiting", "--timeout", "60s"); code != 0 {
+				t.Fatalf("wait --for waiting: %d %q", code, out)
+			}
+			if out := e.pd("rm", "-f", name); !strings.Contains(out, "is removed") {
+				t.Fatalf("rm -f: %q", out)
+			}
+			if out, _ := exec.Command("git", "-c", "safe.directory=*", "-C", ws, "status", "--porcelain").CombinedOutput(); len(out) != 0 {
+				t.Fatalf("the checkout is not clean after the session: %q", out)
+			}
+		})
+	}
+}
