@@ -42,6 +42,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "exec", "x", "--", "sh"}, 125, "paddock serve"}, // no Runner: paddock's own failure
 		{[]string{"--state-dir", dir, "attach", "--detach-keys", "ctrl-1", "x"}, 2, "no such control key: ctrl-1"},
 		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
+		{[]string{"--state-dir", dir, "run", "--prompt", ""}, 2, "the prompt is empty"},
+		{[]string{"--state-dir", dir, "run", "--workspace", filepath.Join(dir, "missing")}, 2, "does not exist"},
 	} {
 		code, _, stderr := run(t, "sk-ant-oat01-fake\n", nil, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {

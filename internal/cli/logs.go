@@ -27,6 +27,10 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 				return err
 			}
 			c := api.NewClient(dirSocket(dir))
+			// An unknown name is an error, not an empty log.
+			if _, err := c.Session(cmd.Context(), args[0]); err != nil {
+				return err
+			}
 			// The log only grows: what was printed is a count of entries.
 			printed := 0
 			header := true

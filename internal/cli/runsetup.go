@@ -25,6 +25,9 @@ type runSetup struct {
 	noGitIdentity  bool
 	prompt         string
 	promptFile     string
+	// promptGiven: --prompt was on the command line, empty or not (an
+	// empty one is a mistake to say, not a session without a task).
+	promptGiven bool
 }
 
 func (rs *runSetup) flags(f *pflag.FlagSet) {
@@ -121,7 +124,7 @@ func (rs *runSetup) readPrompt(req *api.CreateRequest, o IO, stdinTaken bool) er
 		}
 		p = string(b)
 	}
-	if p == "" && rs.promptFile == "" {
+	if p == "" && rs.promptFile == "" && !rs.promptGiven {
 		return nil
 	}
 	if err := firstprompt.Check(p); err != nil {

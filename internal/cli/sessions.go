@@ -56,10 +56,6 @@ to start with.`,
 			if _, err := parseDetachKeys(detachKeys); err != nil {
 				return usageError{err} // before anything is made
 			}
-			c, err := g.client(o)
-			if err != nil {
-				return err
-			}
 			if req.Workspace != "" {
 				if abs, err := absDir(req.Workspace); err != nil {
 					return usageError{fmt.Errorf("--workspace: %w", err)}
@@ -88,7 +84,13 @@ to start with.`,
 				}
 				req.RelaySecrets[name] = api.Secret(v)
 			}
+			setup.promptGiven = cmd.Flags().Changed("prompt")
 			if err := setup.fill(cmd.Context(), &req, o, readsStdin(credFile, relaySecrets)); err != nil {
+				return err
+			}
+			// The Runner last: a mistake in the command line is said first.
+			c, err := g.client(o)
+			if err != nil {
 				return err
 			}
 			s, err := c.CreateSession(cmd.Context(), req)

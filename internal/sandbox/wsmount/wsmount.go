@@ -161,7 +161,7 @@ func ownerOf(fd int, path string) (Owner, error) {
 		return Owner{}, err
 	}
 	if st.Uid == 0 || st.Gid == 0 {
-		return Owner{}, fmt.Errorf("workspace %s belongs to root (uid %d, gid %d); paddock never lets a box write as root on the host: give the directory to your user (sudo chown -R $USER: %s) or use one you own: %w: %w",
+		return Owner{}, fmt.Errorf("workspace %s belongs to root (uid %d, gid %d); paddock never lets a box write as root on the host: give it to the user who works in it (sudo chown -R NAME: %s) or use a directory of yours: %w: %w",
 			path, st.Uid, st.Gid, path, ErrRootOwned, errdefs.ErrForbidden)
 	}
 	return Owner{UID: int(st.Uid), GID: int(st.Gid)}, nil
