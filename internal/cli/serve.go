@@ -8,9 +8,11 @@ import (
 
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/runtimepolicy"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
+	"github.com/paddockhq/paddock/internal/sdnotify"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
 )
@@ -106,7 +108,22 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 				// No login in it: `paddock web` asks for a one-time one.
 				fmt.Fprintf(o.Stderr, "paddock: web page on %s; log in with the one-time URL that `paddock web` prints\n", u)
 			}
-			return r.Serve(cmd.Context())
+			// Under systemd (Type=notify): the sockets are bound, so clients
+			// that connect from now on are answered once Serve runs.
+			if _, err := sdnotify.Notify(o.getenv, sdnotify.Ready, sdnotify.Status("serving "+filepath.Join(dir, statedir.APISocket))); err != nil {
+				log.Warn("cannot tell the service manager that the Runner is ready", logkey.Error, err)
+			}
+			ctx := cmd.Context()
+			stopped := make(chan struct{})
+			defer close(stopped)
+			go func() {
+				select {
+				case <-ctx.Done():
+					_, _ = sdnotify.Notify(o.getenv, sdnotify.Stopping, sdnotify.Status("stopping; boxes keep running"))
+				case <-stopped:
+				}
+			}()
+			return r.Serve(ctx)
 		},
 	}
 	f := cmd.Flags()
