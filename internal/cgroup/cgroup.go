@@ -6,7 +6,11 @@
 // must know.
 //
 // Groups are made under the Runner's own cgroup (so the Runner's limits
-// still bound every box), in a "paddock/<name>" subtree.
+// still bound every box), in a "paddock/<name>" subtree; where cgroup v2
+// forbids enabling controllers there (the Runner's cgroup holds the Runner,
+// as under a systemd unit), at the hierarchy's root. Every box has a group
+// of its own in the unified hierarchy, limits or not, so no box is ever in
+// the Runner's own cgroup (see docs/SERVICE.md).
 package cgroup
 
 import (
@@ -185,6 +189,22 @@ func Create(name string, l Limits) (*Group, Applied) {
 				why = err.Error()
 			}
 			ap.Notes = append(ap.Notes, fmt.Sprintf("%s limit not applied: %s", w.ctrl, why))
+		}
+	}
+	// A group of its own in the unified hierarchy too, limits or not: that
+	// is where a service manager (systemd) tracks the Runner's unit, and
+	// a box must never share the Runner's own cgroup there.
+	if v2dir == "" {
+		for _, m := range ms {
+			if !m.v2 {
+				continue
+			}
+			if d, err := makeV2(m, self[""], name); err == nil {
+				g.Dirs = appendOnce(g.Dirs, d)
+			} else {
+				ap.Notes = append(ap.Notes, "the box shares the Runner's cgroup: "+err.Error())
+			}
+			break
 		}
 	}
 	return g, ap
