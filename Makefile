@@ -70,9 +70,22 @@ web:
 	cp web/node_modules/@xterm/xterm/lib/xterm.js web/node_modules/@xterm/xterm/css/xterm.css \
 	   web/node_modules/@xterm/addon-fit/lib/addon-fit.js internal/web/static/vendor/
 
-# Put paddock on PATH.
+# Put paddock on PATH, and its systemd unit where systemd looks for local
+# units (docs/SERVICE.md). Enabling the unit is the owner's to do.
+# DESTDIR installs into a staging root.
+DESTDIR ?=
 install: build
-	install -m 0755 bin/paddock /usr/local/bin/paddock
+	install -D -m 0755 bin/paddock $(DESTDIR)/usr/local/bin/paddock
+	install -D -m 0644 contrib/systemd/paddock.service $(DESTDIR)/usr/local/lib/systemd/system/paddock.service
+	install -D -m 0644 docs/SERVICE.md $(DESTDIR)/usr/local/share/doc/paddock/SERVICE.md
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+	  systemctl daemon-reload; \
+	  echo "installed; start the Runner at boot with: sudo systemctl enable --now paddock"; \
+	  echo "(after an upgrade: sudo systemctl restart paddock; sessions keep running)"; \
+	else \
+	  echo "installed $(DESTDIR)/usr/local/bin/paddock and the systemd unit paddock.service"; \
+	  [ -n "$(DESTDIR)" ] || echo "systemd is not running here: start the Runner with paddock serve (docs/SERVICE.md)"; \
+	fi
 
 clean:
 	rm -rf bin

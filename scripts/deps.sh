@@ -21,9 +21,10 @@ export PATH="/usr/local/go/bin:$PATH:$CACHE/bin"
 
 say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
-# Debian packages. Node.js and npm: only when missing (a newer node from
+# Debian packages (systemd: for systemd-analyze, which checks the unit
+# file). Node.js and npm: only when missing (a newer node from
 # elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light)
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch
 # that toolchain (below).
