@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -93,10 +93,10 @@ func doctor(ctx context.Context, dir string, cfg config.Config, o IO) []check {
 			"bwrap cannot make user namespaces here: check kernel.unprivileged_userns_clone / user.max_user_namespaces"})
 	}
 	// Docker.
-	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	dc, err := client.New(client.FromEnv)
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = dc.Ping(pctx)
+		_, err = dc.Ping(pctx, client.PingOptions{})
 		cancel()
 		dc.Close()
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/image"
@@ -44,7 +44,7 @@ it reports the version asked for.`,
 			if err != nil {
 				return err
 			}
-			cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+			cli, err := client.New(client.FromEnv)
 			if err != nil {
 				return fmt.Errorf("docker: %v: %w", err, errdefs.ErrUnavailable)
 			}

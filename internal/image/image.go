@@ -21,11 +21,10 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -142,7 +141,7 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeContext(pw, df, claudeBin, paddockBin)) }()
-	resp, err := cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
+	resp, err := cli.ImageBuild(ctx, pr, client.ImageBuildOptions{
 		Tags:        []string{s.Tag},
 		Dockerfile:  "Dockerfile",
 		NetworkMode: "none",
@@ -167,7 +166,7 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 		return "", err
 	}
 	if !strings.HasPrefix(got, s.ClaudeVersion+" ") {
-		_, _ = cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true})
+		_, _ = cli.ImageRemove(ctx, id, client.ImageRemoveOptions{Force: true})
 		return "", fmt.Errorf("the image reports Claude Code %q, not the pinned %s; image refused and removed: %w", got, s.ClaudeVersion, errdefs.ErrConflict)
 	}
 	fmt.Fprintf(progress, "ok: %s is %s with Claude Code %s\n", s.Tag, short(id), s.ClaudeVersion)
@@ -261,29 +260,29 @@ func readBuild(r io.Reader, progress io.Writer) (string, error) {
 // as the box user) and returns what it printed.
 func RunVersion(ctx context.Context, cli *client.Client, img string) (string, error) {
 	no := false
-	c, err := cli.ContainerCreate(ctx, &container.Config{
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{
 		Image: img, User: fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
 		Entrypoint: []string{"/usr/local/bin/claude", "--version"}, NetworkDisabled: true,
 		Labels: map[string]string{LabelImage: "verify"},
-	}, &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"},
+	}, HostConfig: &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges:true"}, Init: &no,
-		Tmpfs: map[string]string{"/tmp": "rw,size=64m", sandbox.HomeDir: fmt.Sprintf("rw,size=64m,uid=%d", sandbox.BoxUID)}}, nil, nil, "")
+		Tmpfs: map[string]string{"/tmp": "rw,size=64m", sandbox.HomeDir: fmt.Sprintf("rw,size=64m,uid=%d", sandbox.BoxUID)}}})
 	if err != nil {
 		return "", fmt.Errorf("verify image: %w", err)
 	}
-	defer cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) //nolint:errcheck
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	defer cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true}) //nolint:errcheck
+	if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return "", fmt.Errorf("verify image: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	waitC, errC := cli.ContainerWait(wctx, c.ID, container.WaitConditionNotRunning)
+	w := cli.ContainerWait(wctx, c.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
-	case <-waitC:
-	case err := <-errC:
+	case <-w.Result:
+	case err := <-w.Error:
 		return "", fmt.Errorf("verify image: %w", err)
 	}
-	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	logs, err := cli.ContainerLogs(ctx, c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return "", fmt.Errorf("verify image: %w", err)
 	}

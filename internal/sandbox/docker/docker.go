@@ -25,13 +25,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 
 	pdkerr "github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -74,19 +72,20 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
-// New connects to the daemon (API version negotiated) and checks it answers.
+// New connects to the daemon (API version negotiated, as the client does by
+// default unless DOCKER_API_VERSION fixes one) and checks it answers.
 func New(ctx context.Context, cfg Config) (*Backend, error) {
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.FromEnv}
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
-	cli, err := client.NewClientWithOpts(opts...)
+	cli, err := client.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
+	if _, err := cli.Ping(pctx, client.PingOptions{}); err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("docker backend: the Docker daemon does not answer (is dockerd running? DOCKER_HOST=%q): %v: %w",
 			os.Getenv("DOCKER_HOST"), err, pdkerr.ErrUnavailable)
@@ -127,7 +126,8 @@ func (b *Backend) Name() string { return Name }
 // Capabilities implements sandbox.Backend.
 func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
 	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, SurvivesRunnerRestart: true, Runtime: b.cfg.Runtime}
-	if info, err := b.cli.Info(ctx); err == nil {
+	if res, err := b.cli.Info(ctx, client.InfoOptions{}); err == nil {
+		info := res.Info
 		c.MemoryLimit, c.PidsLimit, c.CPULimit = info.MemoryLimit, info.PidsLimit, info.CPUCfsQuota
 		if c.Runtime == "" {
 			c.Runtime = info.DefaultRuntime
@@ -371,7 +371,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	errc := make(chan error, len(vols))
 	for _, v := range vols {
 		go func() {
-			_, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: v, Labels: b.labels(o.Session, sandbox.KindVolume)})
+			_, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Labels: b.labels(o.Session, sandbox.KindVolume)})
 			errc <- mapErr("create volume "+v, err)
 		}()
 	}
@@ -387,7 +387,8 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, fmt.Errorf("workspace mount point: %w", err)
 		}
 	}
-	resp, err := b.cli.ContainerCreate(ctx, spec.Config, spec.Host, &network.NetworkingConfig{}, nil, spec.Name)
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host,
+		NetworkingConfig: &network.NetworkingConfig{}, Name: spec.Name})
 	if err != nil && spec.Config.Labels[labelWorkspace] != "" && b.ownMounts() && !cerrdefs.IsConflict(err) {
 		b.dropWorkspaceMount(o.Session) // no box holds it (a conflict: the session's box does)
 	}
@@ -433,10 +434,11 @@ func checkImage(ref string, labels map[string]string) error {
 // and out can race (SECURITY.md, known limits). Either way a symlink on the
 // path refuses the start.
 func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
-	ins, err := b.cli.ContainerInspect(ctx, id)
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return sandbox.Box{}, mapErr("inspect box", err)
 	}
+	ins := res.Container
 	if ins.Config == nil {
 		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
 	}
@@ -471,7 +473,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 			}
 		}
 	}
-	if err := b.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		if mounted != "" {
 			b.unmountWorkspace(mounted)
 		}
@@ -483,7 +485,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 // Connect implements sandbox.Backend.
 func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	// No inspect first: exec create itself refuses a box that does not run.
-	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
 		User:         fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
 		AttachStdin:  true,
 		AttachStdout: true,
@@ -497,7 +499,7 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 		}
 		return nil, mapErr("exec bridge", err)
 	}
-	hj, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hj, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, mapErr("attach bridge", err)
 	}
@@ -538,28 +540,29 @@ func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) er
 	if o.Timeout > 0 {
 		secs = int((o.Timeout + time.Second - 1) / time.Second)
 	}
-	if err := b.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+	if _, err := b.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil {
 		return mapErr("stop box", err)
 	}
 	// The workspace's view (and its placeholders) goes with the box; the
 	// next start makes it again.
-	if ins, err := b.cli.ContainerInspect(ctx, id); err == nil && ins.Config != nil && ins.Config.Labels[labelWorkspace] != "" {
-		b.unmountWorkspace(ins.Config.Labels[sandbox.LabelSession])
+	if res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil && res.Container.Config.Labels[labelWorkspace] != "" {
+		b.unmountWorkspace(res.Container.Config.Labels[sandbox.LabelSession])
 	}
 	return nil
 }
 
 // Remove implements sandbox.Backend.
 func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions) error {
-	ins, err := b.cli.ContainerInspect(ctx, id)
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return mapErr("remove box", err)
 	}
+	ins := res.Container
 	session := ins.Config.Labels[sandbox.LabelSession]
-	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) &&
+	if _, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) &&
 		!strings.Contains(err.Error(), "already in progress") {
 		return mapErr("remove box", err)
 	}
@@ -582,7 +585,7 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 func (b *Backend) removeVolume(ctx context.Context, name string) error {
 	var err error
 	for i := 0; i < 50; i++ {
-		err = b.cli.VolumeRemove(ctx, name, false)
+		_, err = b.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 		if err == nil || cerrdefs.IsNotFound(err) {
 			return nil
 		}
@@ -593,10 +596,11 @@ func (b *Backend) removeVolume(ctx context.Context, name string) error {
 
 // Inspect implements sandbox.Backend.
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
-	ins, err := b.cli.ContainerInspect(ctx, id)
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return sandbox.Box{}, mapErr("inspect box", err)
 	}
+	ins := res.Container
 	if ins.Config == nil || ins.Config.Labels[sandbox.LabelManaged] != "1" || ins.Config.Labels[sandbox.LabelOwner] != b.cfg.Owner {
 		return sandbox.Box{}, fmt.Errorf("container %s is not a box of this paddock: %w", id, pdkerr.ErrNotFound)
 	}
@@ -622,27 +626,27 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 
 // List implements sandbox.Backend.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
-	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=1"), filters.Arg("label", sandbox.LabelOwner+"="+b.cfg.Owner))
-	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=1", sandbox.LabelOwner+"="+b.cfg.Owner)
+	cs, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, mapErr("list boxes", err)
 	}
 	var out []sandbox.Object
-	for _, c := range cs {
+	for _, c := range cs.Items {
 		out = append(out, sandbox.Object{Kind: sandbox.KindBox, ID: c.ID, Session: c.Labels[sandbox.LabelSession], Labels: c.Labels})
 	}
-	vs, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	vs, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
 		return nil, mapErr("list volumes", err)
 	}
-	for _, v := range vs.Volumes {
+	for _, v := range vs.Items {
 		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name, Session: v.Labels[sandbox.LabelSession], Labels: v.Labels})
 	}
-	ns, err := b.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	ns, err := b.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
 		return nil, mapErr("list networks", err)
 	}
-	for _, n := range ns {
+	for _, n := range ns.Items {
 		out = append(out, sandbox.Object{Kind: sandbox.KindNetwork, ID: n.ID, Session: n.Labels[sandbox.LabelSession], Labels: n.Labels})
 	}
 	return out, nil
@@ -652,7 +656,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
 func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 	switch o.Kind {
 	case sandbox.KindBox:
-		err := b.cli.ContainerRemove(ctx, o.ID, container.RemoveOptions{Force: true})
+		_, err := b.cli.ContainerRemove(ctx, o.ID, client.ContainerRemoveOptions{Force: true})
 		if err == nil && o.Labels[labelWorkspace] != "" {
 			b.dropWorkspaceMount(o.Session)
 		}
@@ -663,7 +667,7 @@ func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 	case sandbox.KindVolume:
 		return b.removeVolume(ctx, o.ID)
 	case sandbox.KindNetwork:
-		err := b.cli.NetworkRemove(ctx, o.ID)
+		_, err := b.cli.NetworkRemove(ctx, o.ID, client.NetworkRemoveOptions{})
 		if cerrdefs.IsNotFound(err) {
 			return nil
 		}

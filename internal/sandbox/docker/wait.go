@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/internal/sandbox"
 )
@@ -20,20 +21,20 @@ func (b *Backend) Wait(ctx context.Context, id string) (sandbox.ExitStatus, erro
 	if _, err := b.Inspect(ctx, id); err != nil { // a box of this paddock only
 		return sandbox.ExitStatus{}, err
 	}
-	okc, errc := b.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	w := b.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	st := sandbox.ExitStatus{Code: -1}
 	select {
-	case res := <-okc:
+	case res := <-w.Result:
 		st.Code = int(res.StatusCode)
-	case err := <-errc:
+	case err := <-w.Error:
 		if ctx.Err() != nil {
 			return sandbox.ExitStatus{}, ctx.Err()
 		}
 		return sandbox.ExitStatus{}, mapErr("wait for box", err)
 	}
 	st.At = time.Now().UTC()
-	if ins, err := b.cli.ContainerInspect(context.WithoutCancel(ctx), id); err == nil && ins.State != nil {
-		st.OOMKilled = ins.State.OOMKilled
+	if res, err := b.cli.ContainerInspect(context.WithoutCancel(ctx), id, client.ContainerInspectOptions{}); err == nil && res.Container.State != nil {
+		st.OOMKilled = res.Container.State.OOMKilled
 	}
 	return st, nil
 }
@@ -42,10 +43,11 @@ func (b *Backend) Wait(ctx context.Context, id string) (sandbox.ExitStatus, erro
 // State.OOMKilled, which it sets on the first out-of-memory kill in the
 // container and keeps until the container starts again: 0 or 1.
 func (b *Backend) OOMKills(ctx context.Context, id string) (int64, int64, error) {
-	ins, err := b.cli.ContainerInspect(ctx, id)
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return 0, 0, mapErr("inspect box", err)
 	}
+	ins := res.Container
 	var kills, limit int64
 	if ins.State != nil && ins.State.OOMKilled {
 		kills = 1

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // BareBwrap is the baseline of the local backend's start: bubblewrap with
@@ -31,19 +31,20 @@ func BareDocker(tb testing.TB, cli *client.Client, img string) time.Duration {
 	tb.Helper()
 	ctx := context.Background()
 	t0 := time.Now()
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
-		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: img, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
+		HostConfig: &container.HostConfig{NetworkMode: "none"}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	defer cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	wc, ec := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
+	w := cli.ContainerWait(ctx, c.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
-	case <-wc:
-	case err := <-ec:
+	case <-w.Result:
+	case err := <-w.Error:
 		tb.Fatal(err)
 	}
 	return time.Since(t0)
