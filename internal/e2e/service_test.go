@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -263,6 +264,17 @@ func (m *serviceManager) stop() {
 	}
 }
 
+// objectSet is a list of objects in a stable order (Docker lists volumes
+// in no fixed order).
+func objectSet(objs []sandbox.Object) string {
+	ss := make([]string, len(objs))
+	for i, o := range objs {
+		ss[i] = fmt.Sprintf("%+v", o)
+	}
+	sort.Strings(ss)
+	return strings.Join(ss, "\n")
+}
+
 // TestUnitFileVerifies: systemd itself accepts paddock.service, with no
 // warning (systemd-analyze prints unknown keys and bad values but still
 // exits 0, so the output must be empty).
@@ -371,7 +383,7 @@ func TestServiceRestartKeepsBoxes(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if after := e.objectsOf(b.id); fmt.Sprint(after) != fmt.Sprint(before[b.name]) {
+		if after := e.objectsOf(b.id); objectSet(after) != objectSet(before[b.name]) {
 			t.Fatalf("%s: the box was replaced, not re-adopted:\nbefore %v\nafter  %v", b.name, before[b.name], after)
 		}
 		if out := e.pd("exec", b.name, "--", "echo", "alive"); out != "alive\n" {
