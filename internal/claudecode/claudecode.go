@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,11 +64,22 @@ func Verify(ctx context.Context, bin, want string) error {
 // Install puts version into dir with npm (never @latest: the version is
 // exact), then verifies it. An existing verified install is kept.
 func Install(ctx context.Context, dir, version string) (string, error) {
+	return InstallShowing(ctx, dir, version, nil)
+}
+
+// InstallShowing is Install that streams npm's progress to progress as it
+// comes, one line each (npm's http log: every package fetched, with its
+// status and time), indented below a line that says what is installed. A
+// nil progress shows nothing; npm's output is in the error either way.
+func InstallShowing(ctx context.Context, dir, version string, progress io.Writer) (string, error) {
 	if version == "" || strings.ContainsAny(version, "^~*<>= ") || version == "latest" {
 		return "", fmt.Errorf("claude code version %q is not an exact version: %w", version, errdefs.ErrInvalid)
 	}
 	bin := BinIn(dir)
 	if Verify(ctx, bin, version) == nil {
+		if progress != nil {
+			fmt.Fprintf(progress, "Claude Code %s: installed earlier in %s (verified)\n", version, dir)
+		}
 		return bin, nil
 	}
 	npm, err := exec.LookPath("npm")
@@ -77,9 +89,19 @@ func Install(ctx context.Context, dir, version string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", dir, Package+"@"+version)
+	args := []string{"install", "--no-audit", "--no-fund", "--prefix", dir}
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if progress != nil {
+		// http: a line per request, so a slow registry shows as such.
+		args = append(args, "--loglevel", "http", "--progress", "false")
+		lw := &lineWriter{w: progress, prefix: "  "}
+		defer lw.flush()
+		w = io.MultiWriter(&out, lw)
+		fmt.Fprintf(progress, "installing Claude Code %s with npm into %s\n", version, dir)
+	}
+	cmd := exec.CommandContext(ctx, npm, append(args, Package+"@"+version)...)
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("npm install %s@%s: %w\n%s", Package, version, err, tail(out.String(), 2000))
 	}
@@ -87,6 +109,35 @@ func Install(ctx context.Context, dir, version string) (string, error) {
 		return "", errors.Join(err, fmt.Errorf("npm output:\n%s", tail(out.String(), 2000)))
 	}
 	return bin, nil
+}
+
+// lineWriter writes whole lines, each with a prefix; the last partial
+// line waits for its newline (or flush).
+type lineWriter struct {
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if _, err := fmt.Fprintf(l.w, "%s%s\n", l.prefix, bytes.TrimRight(l.buf[:i], "\r")); err != nil {
+			return len(p), err
+		}
+		l.buf = l.buf[i+1:]
+	}
+}
+
+func (l *lineWriter) flush() {
+	if len(l.buf) > 0 {
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+		l.buf = nil
+	}
 }
 
 func tail(s string, n int) string {

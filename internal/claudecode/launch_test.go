@@ -103,3 +103,22 @@ func TestTranscriptPath(t *testing.T) {
 		t.Fatal(p)
 	}
 }
+
+// TestLineWriter: whole lines, each indented, as they come; a last line
+// without its newline waits for flush.
+func TestLineWriter(t *testing.T) {
+	var b strings.Builder
+	lw := &lineWriter{w: &b, prefix: "  "}
+	for _, p := range []string{"npm http fetch GET 200 a", "\nsecond\r\nthi", "rd\n", "tail"} {
+		if _, err := lw.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := b.String(), "  npm http fetch GET 200 a\n  second\n  third\n"; got != want {
+		t.Fatalf("before flush: %q, want %q", got, want)
+	}
+	lw.flush()
+	if got := b.String(); !strings.HasSuffix(got, "  tail\n") {
+		t.Fatalf("after flush: %q", got)
+	}
+}
