@@ -3,13 +3,16 @@
 # caches what it builds so a second run takes seconds:
 #   - Debian packages (apt-get; only the missing ones, one apt-get update):
 #     bubblewrap and tmux (the local backend), docker.io (the docker
-#     backend), debootstrap (the test base image), chromium (the web page test),
-#     nginx-light (the reference proxy in the benchmark)
+#     backend), debootstrap (the base `paddock image build` makes), chromium (the web page test),
+#     nginx-light (the reference proxy in the benchmark), docker-registry (a
+#     registry on loopback, to pull a base by digest in a test; no service is started),
+#     systemd (systemd-analyze checks the unit file)
 #   - Go at go.mod's version in /usr/local/go, when it is not there
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
-#   - the test base image paddock-test/base:bookworm: a Debian rootfs made
-#     with debootstrap and `docker import`ed (no registry is reachable)
+#   (the box image's base is made by paddock itself, as users get it: the
+#   tests build the image with `paddock image build`'s code, which keeps
+#   the debootstrapped tree in /var/cache/paddock/rootfs-<suite>-<recipe>)
 #   - staticcheck into /var/cache/paddock/bin
 # Usage: scripts/deps.sh [--no-apt]
 set -euo pipefail
@@ -24,7 +27,7 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 # Debian packages (systemd: for systemd-analyze, which checks the unit
 # file). Node.js and npm: only when missing (a newer node from
 # elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd)
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch
 # that toolchain (below).
@@ -96,26 +99,6 @@ if ! docker info >/dev/null 2>&1; then
   setsid nohup dockerd >/var/log/paddock-dockerd.log 2>&1 < /dev/null &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { say "dockerd did not start; see /var/log/paddock-dockerd.log"; exit 1; }
-fi
-
-# The test base image: Debian bookworm, minbase, with tmux, bash and what the
-# probes use. Made locally (no registry), cached as a rootfs and an image.
-BASE_TAG=${PADDOCK_TEST_BASE_TAG:-paddock-test/base:bookworm-3}
-if ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
-  rootfs="${PADDOCK_TEST_ROOTFS:-$CACHE/rootfs-bookworm-3}"
-  if [ ! -f "$rootfs/.paddock-complete" ]; then
-    mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
-    say "debootstrap bookworm from $mirror into $rootfs"
-    rm -rf "$rootfs"
-    debootstrap --variant=minbase --include=tmux,bash,ca-certificates,procps,perl-base,curl,git \
-      bookworm "$rootfs" "$mirror" >/var/log/paddock-debootstrap.log 2>&1 \
-      || { say "debootstrap failed; see /var/log/paddock-debootstrap.log"; exit 1; }
-    rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*
-    touch "$rootfs/.paddock-complete"
-  fi
-  say "docker import $BASE_TAG"
-  tar -C "$rootfs" --exclude=./.paddock-complete -c . | docker import - "$BASE_TAG" >/dev/null
 fi
 
 # staticcheck, pinned.

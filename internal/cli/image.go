@@ -4,32 +4,62 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/image"
+	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
 )
 
 func imageCmd(g *globals, o IO) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Build the Docker image boxes run"}
 	var spec image.Spec
+	var mirror string
 	build := &cobra.Command{
-		Use:   "build --base REF@sha256:DIGEST [--claude-version V] [--tag T]",
-		Short: "Build a box image: a pinned base, the pinned Claude Code, tmux and paddock guest",
-		Long: `Build the image the docker backend runs. The base must be pinned by digest
-(name@sha256:… or a local image id sha256:…) and must already hold bash and tmux (and git, for
-sessions on a git workspace); tags are refused. The Claude Code npm package is installed on the host (<state-dir>/cli/<version>) and
-copied in, so the build needs no network. The image is refused unless claude --version inside
-it reports the version asked for.`,
+		Use:   "build [--base NAME@sha256:DIGEST] [--claude-version V] [--tag T]",
+		Short: "Build the box image: a pinned base, the pinned Claude Code and paddock's guest",
+		Long: `Build the image the docker backend runs, with no network inside the build.
+
+Without --base, the base is one paddock makes itself: Debian ` + image.DefaultBase().Suite + ` with bash, tmux, git
+and CA certificates, debootstrapped from this host's Debian mirror (--mirror) and imported into
+the local image store, then pinned by the id the store gives it. The first build takes a few
+minutes; later ones reuse that base (` + image.DefaultBase().Tag() + `) and Docker's layer cache.
+Needs root and debootstrap (apt-get install debootstrap).
+
+With --base, the base is pinned by digest (name@sha256:…, pulled when missing, or a local image
+id sha256:…) and must hold bash and tmux (and git, for sessions on a git workspace); tags are
+refused.
+
+The Claude Code npm package is installed on the host (<state-dir>/cli/<version>), its progress
+shown, and copied in. The image is refused unless claude --version inside it reports the
+version asked for. Its labels (Claude Code version, base, guest protocol, paddock version) are
+checked whenever a box is made from it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := spec.Check(); err != nil {
+			ctx := cmd.Context()
+			if spec.Base != "" {
+				if err := spec.Check(); err != nil {
+					return usageError{err}
+				}
+			} else if _, err := spec.CheckVersion(); err != nil {
 				return usageError{err}
+			}
+			baseSpec := image.DefaultBase()
+			if mirror != "" {
+				baseSpec.Mirror = strings.TrimRight(mirror, "/")
+			}
+			if err := baseSpec.Check(); err != nil {
+				return usageError{fmt.Errorf("--mirror: %w", err)}
 			}
 			dir, err := g.resolveStateDir(o)
 			if err != nil {
+				return err
+			}
+			if err := statedir.Ensure(dir); err != nil {
 				return err
 			}
 			self, err := os.Executable()
@@ -39,26 +69,46 @@ it reports the version asked for.`,
 			if err := checkStatic(self); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Stderr, "installing Claude Code %s into %s\n", spec.ClaudeVersion, claudecode.Dir(dir, spec.ClaudeVersion))
-			claude, err := claudecode.Install(cmd.Context(), claudecode.Dir(dir, spec.ClaudeVersion), spec.ClaudeVersion)
-			if err != nil {
-				return err
-			}
 			cli, err := client.New(client.FromEnv)
 			if err != nil {
 				return fmt.Errorf("docker: %v: %w", err, errdefs.ErrUnavailable)
 			}
 			defer cli.Close()
-			id, err := image.Build(cmd.Context(), cli, spec, claude, self, o.Stderr)
+			if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+				return fmt.Errorf("no Docker daemon answers (%v); start it (sudo systemctl start docker) or set DOCKER_HOST: %w", err, errdefs.ErrUnavailable)
+			}
+			start := time.Now()
+			if spec.Base == "" {
+				id, err := image.FindBase(ctx, cli, baseSpec)
+				if err != nil {
+					return err
+				}
+				if id != "" {
+					fmt.Fprintf(o.Stderr, "base: %s (%s), made earlier\n", baseSpec.Tag(), id)
+				} else {
+					fmt.Fprintf(o.Stderr, "base: none yet; making %s (a few minutes, once)\n", baseSpec.Tag())
+					if id, err = image.MakeBase(ctx, cli, baseSpec, image.MakeBaseOptions{Progress: o.Stderr, TempDir: dir}); err != nil {
+						return err
+					}
+				}
+				spec.Base = id
+			}
+			claude, err := claudecode.InstallShowing(ctx, claudecode.Dir(dir, spec.ClaudeVersion), spec.ClaudeVersion, o.Stderr)
 			if err != nil {
 				return err
 			}
+			id, err := image.Build(ctx, cli, spec, claude, self, o.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stderr, "built in %s; sessions with --backend docker use it\n", time.Since(start).Round(time.Second))
 			fmt.Fprintln(o.Stdout, id)
 			return nil
 		},
 	}
 	f := build.Flags()
-	f.StringVar(&spec.Base, "base", "", "digest-pinned base image (required)")
+	f.StringVar(&spec.Base, "base", "", "digest-pinned base image (default: one paddock makes with debootstrap)")
+	f.StringVar(&mirror, "mirror", "", "Debian mirror for the base paddock makes (default: this host's, from /etc/apt)")
 	f.StringVar(&spec.ClaudeVersion, "claude-version", claudecode.PinnedVersion, "exact Claude Code version")
 	f.StringVar(&spec.Tag, "tag", "", "image tag (default paddock/box:claude-<version>)")
 	cmd.AddCommand(build)

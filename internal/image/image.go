@@ -8,19 +8,18 @@ package image
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"text/template"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/container"
@@ -35,7 +34,8 @@ import (
 const (
 	LabelImage         = "paddock.image"
 	LabelClaudeVersion = sandbox.LabelClaudeVersion
-	LabelBase          = "paddock.base"
+	LabelBase          = sandbox.LabelBase
+	LabelPaddock       = sandbox.LabelPaddockVersion
 )
 
 // Spec describes an image.
@@ -47,6 +47,9 @@ type Spec struct {
 	ClaudeVersion string
 	// Tag names the result (default paddock/box:claude-<version>).
 	Tag string
+	// PaddockVersion is the guest binary's version, for the label (Build
+	// asks the binary when empty).
+	PaddockVersion string
 }
 
 var (
@@ -82,7 +85,28 @@ func (s *Spec) Check() error {
 	if s.Tag == "" {
 		s.Tag = "paddock/box:claude-" + s.ClaudeVersion
 	}
+	if !versionRe.MatchString(s.PaddockVersion) {
+		return fmt.Errorf("paddock version %q is not a version (letters, digits, . + - _): %w", s.PaddockVersion, errdefs.ErrInvalid)
+	}
 	return nil
+}
+
+// versionRe is what a paddock version may be ("v1.2.3", "devel+0123abcd");
+// empty until Build asks the binary.
+var versionRe = regexp.MustCompile(`^[0-9A-Za-z.+_-]{0,64}$`)
+
+// GuestVersion asks a paddock binary its version (`paddock version`
+// prints "paddock <version>").
+func GuestVersion(ctx context.Context, paddockBin string) (string, error) {
+	out, err := exec.CommandContext(ctx, paddockBin, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %w", paddockBin, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 || f[0] != "paddock" || !versionRe.MatchString(f[1]) {
+		return "", fmt.Errorf("%s version printed %q, not \"paddock <version>\"", paddockBin, out)
+	}
+	return f[1], nil
 }
 
 var dockerfile = template.Must(template.New("Dockerfile").Parse(`# Written by paddock image build; do not edit. Builds with no network.
@@ -104,7 +128,7 @@ ENV DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     HOME={{.Home}} \
     PATH=/usr/local/bin:/usr/bin:/bin
-LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}" {{.LabelGuest}}="{{.Guest}}"
+LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}" {{.LabelGuest}}="{{.Guest}}" {{.LabelPaddock}}="{{.PaddockVersion}}"
 USER {{.UID}}:{{.UID}}
 WORKDIR {{.Workspace}}
 ENTRYPOINT ["/usr/local/bin/paddock", "guest"]
@@ -122,13 +146,27 @@ func Dockerfile(s Spec) (string, error) {
 		"LabelImage": LabelImage, "LabelClaude": LabelClaudeVersion, "LabelBase": LabelBase,
 		"ManagedSettings": claudecode.ManagedSettingsPath,
 		"LabelGuest":      sandbox.LabelGuestProtocol, "Guest": sandbox.GuestProtocol,
+		"LabelPaddock": LabelPaddock, "PaddockVersion": s.PaddockVersion,
 	})
 	return b.String(), err
 }
 
 // Build builds the image from the Claude Code binary and the (static)
 // paddock binary, shows progress, verifies the pin, and returns the image id.
+//
+// A base the local store lacks is pulled by its digest, with the pull's
+// progress shown; a base given by image id (sha256:…) must be in the store.
 func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBin string, progress io.Writer) (string, error) {
+	if s.PaddockVersion == "" {
+		v, err := GuestVersion(ctx, paddockBin)
+		if err != nil {
+			return "", err
+		}
+		s.PaddockVersion = v
+	}
+	if err := s.Check(); err != nil { // fills the default tag
+		return "", err
+	}
 	df, err := Dockerfile(s)
 	if err != nil {
 		return "", err
@@ -136,8 +174,8 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 	if progress == nil {
 		progress = io.Discard
 	}
-	if _, err := cli.ImageInspect(ctx, s.Base); err != nil {
-		return "", fmt.Errorf("base %s is not in the local image store (no registry is used; docker import or docker pull it first): %w", s.Base, errdefs.ErrNotFound)
+	if err := ensureBase(ctx, cli, s.Base, progress); err != nil {
+		return "", err
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeContext(pw, df, claudeBin, paddockBin)) }()
@@ -156,9 +194,12 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 		return "", fmt.Errorf("image build: %w", err)
 	}
 	defer resp.Body.Close()
-	id, err := readBuild(resp.Body, progress)
+	id, err := Show(resp.Body, progress)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("image build failed: %w", err)
+	}
+	if id == "" {
+		return "", fmt.Errorf("image build: %w", errNoID)
 	}
 	fmt.Fprintf(progress, "verifying: claude --version in %s\n", short(id))
 	got, err := RunVersion(ctx, cli, id)
@@ -217,43 +258,31 @@ func writeContext(w io.Writer, df, claudeBin, paddockBin string) error {
 	return tw.Close()
 }
 
-// readBuild follows the daemon's JSON progress stream.
-func readBuild(r io.Reader, progress io.Writer) (string, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	id := ""
-	for {
-		var m struct {
-			Stream      string `json:"stream"`
-			Status      string `json:"status"`
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-			Aux json.RawMessage `json:"aux"`
-		}
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return "", fmt.Errorf("image build: progress stream: %w", err)
-		}
-		if m.Error != "" {
-			return "", fmt.Errorf("image build failed: %s", m.Error)
-		}
-		if m.Stream != "" {
-			fmt.Fprint(progress, m.Stream)
-		}
-		if len(m.Aux) > 0 {
-			var aux struct{ ID string }
-			if json.Unmarshal(m.Aux, &aux) == nil && aux.ID != "" {
-				id = aux.ID
-			}
-		}
+// ensureBase pulls a digest-pinned base the local store lacks.
+func ensureBase(ctx context.Context, cli *client.Client, base string, progress io.Writer) error {
+	_, err := cli.ImageInspect(ctx, base)
+	if err == nil {
+		return nil
 	}
-	if id == "" {
-		return "", errors.New("image build: the daemon reported no image id")
+	if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("look for the base %s: %w", base, err)
 	}
-	return id, nil
+	if idRef.MatchString(base) {
+		return fmt.Errorf("base %s is not in the local image store; give a name@sha256:<digest> to pull, or run `paddock image build` without --base to make one: %w", base, errdefs.ErrNotFound)
+	}
+	fmt.Fprintf(progress, "pulling %s\n", base)
+	resp, err := cli.ImagePull(ctx, base, client.ImagePullOptions{})
+	if err != nil {
+		return fmt.Errorf("pull %s: %w; without a registry, run `paddock image build` without --base (it makes a base with debootstrap): %w", base, err, errdefs.ErrUnavailable)
+	}
+	defer resp.Close()
+	if _, err := Show(resp, progress); err != nil {
+		return fmt.Errorf("pull %s: %w", base, err)
+	}
+	if _, err := cli.ImageInspect(ctx, base); err != nil {
+		return fmt.Errorf("pull %s ended without the image: %w", base, err)
+	}
+	return nil
 }
 
 // RunVersion runs `claude --version` in the image (no network, read-only,

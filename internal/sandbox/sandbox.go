@@ -47,6 +47,11 @@ const GuestProtocol = 2
 const (
 	LabelGuestProtocol = "paddock.guest-protocol"
 	LabelClaudeVersion = "paddock.claude-version"
+	// LabelPaddockVersion is the version of the paddock binary the image
+	// carries as its guest (`paddock version`).
+	LabelPaddockVersion = "paddock.version"
+	// LabelBase is the digest-pinned base the image was built on.
+	LabelBase = "paddock.base"
 )
 
 // Paths inside every box.

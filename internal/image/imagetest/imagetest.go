@@ -1,15 +1,20 @@
 // Package imagetest gives tests a box image built the way users build
-// theirs: `paddock image build` logic on a digest-pinned local base (the
-// Debian rootfs that `make deps` imports as paddock-test/base:bookworm),
-// with the pinned Claude Code and a freshly built guest. Built once per
-// test process; Docker's layer cache makes rebuilds cheap.
+// theirs: `paddock image build` without --base, i.e. on the base paddock
+// makes itself (image.DefaultBase, debootstrapped once and kept in the
+// local store), with the pinned Claude Code and a freshly built guest.
+// Built once per test process; Docker's layer cache makes rebuilds cheap.
+// The debootstrapped tree is cached under /var/cache/paddock, keyed by the
+// base's recipe, so a machine whose image store is new imports it again
+// without debootstrap.
 package imagetest
 
 import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +25,9 @@ import (
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
-// BaseTag is the test base `make deps` imports.
-const BaseTag = "paddock-test/base:bookworm-3"
+// cacheDir keeps the debootstrapped tree between runs (as scripts/deps.sh
+// keeps its downloads).
+const cacheDir = "/var/cache/paddock"
 
 // Tag is the test box image.
 const Tag = "paddock-test/box:claude-" + claudecode.PinnedVersion
@@ -30,7 +36,6 @@ var (
 	once sync.Once
 	id   string
 	err  error
-	skip string
 )
 
 // Docker returns a client for the local daemon, or skips/fails.
@@ -55,22 +60,44 @@ func BoxImage(t testing.TB, cli *client.Client) string {
 	guest := testenv.PaddockBinary(t)
 	once.Do(func() {
 		ctx := context.Background()
-		base, e := cli.ImageInspect(ctx, BaseTag)
-		if e != nil {
-			skip = "no test base image " + BaseTag + " (run `make deps`): " + e.Error()
-			return
-		}
 		var progress io.Writer = io.Discard
 		if testing.Verbose() {
 			progress = os.Stderr
 		}
-		id, err = image.Build(ctx, cli, image.Spec{Base: base.ID, ClaudeVersion: claudecode.PinnedVersion, Tag: Tag}, claude, guest, progress)
+		var base string
+		if base, err = Base(ctx, cli, progress); err != nil {
+			return
+		}
+		id, err = image.Build(ctx, cli, image.Spec{Base: base, ClaudeVersion: claudecode.PinnedVersion, Tag: Tag}, claude, guest, progress)
 	})
-	if skip != "" {
-		testenv.Missing(t, skip)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// Base returns the id of the base `paddock image build` uses by default,
+// making it if the store lacks it. Test processes run side by side: a
+// lock file makes one of them debootstrap while the others wait.
+func Base(ctx context.Context, cli *client.Client, progress io.Writer) (string, error) {
+	spec := image.DefaultBase()
+	if id, err := image.FindBase(ctx, cli, spec); err != nil || id != "" {
+		return id, err
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(cacheDir, "base.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if id, err := image.FindBase(ctx, cli, spec); err != nil || id != "" {
+		return id, err // made while this one waited
+	}
+	return image.MakeBase(ctx, cli, spec, image.MakeBaseOptions{Progress: progress,
+		Rootfs: filepath.Join(cacheDir, "rootfs-"+spec.Suite+"-"+spec.Recipe())})
 }
