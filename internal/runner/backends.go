@@ -11,6 +11,7 @@ import (
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
+	"github.com/paddockhq/paddock/internal/version"
 )
 
 // backend returns the named backend, making it on first use from the
@@ -32,7 +33,10 @@ func (r *Runner) backend(ctx context.Context, name string) (sandbox.Backend, err
 		b, err = r.newLocal(ctx)
 	case docker.Name:
 		c := r.opts.Config.Docker
-		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id})
+		// An image must carry the pinned Claude Code (unless its tag names
+		// another) and this paddock as its guest.
+		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id,
+			ClaudeVersion: claudecode.PinnedVersion, PaddockVersion: version.String()})
 	default:
 		err = fmt.Errorf("no backend %q (local or docker): %w", name, errdefs.ErrInvalid)
 	}

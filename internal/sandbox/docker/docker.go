@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
+	"github.com/paddockhq/paddock/internal/claudecode"
 	pdkerr "github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/wsmount"
@@ -61,6 +63,14 @@ type Config struct {
 	// Dir holds the backend's files on the host (an empty resolv.conf that
 	// replaces the one Docker would copy from the host). Required.
 	Dir string
+	// ClaudeVersion is the Claude Code version an image must carry when
+	// its tag names none (…:claude-V names its own); empty checks only
+	// the tag.
+	ClaudeVersion string
+	// PaddockVersion, when set, is the paddock version an image's guest
+	// must be (the Runner sets its own): a box never runs another
+	// paddock's guest.
+	PaddockVersion string
 }
 
 // Backend is the docker backend.
@@ -353,11 +363,15 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	// stumble, an image of an older paddock the next.
 	ins, err := b.cli.ImageInspect(ctx, image)
 	if cerrdefs.IsNotFound(err) {
-		return sandbox.Box{}, fmt.Errorf("the docker backend has no image %s: build it with `paddock image build --base <image>@sha256:<digest>` (a base with bash, tmux and git), or set docker.image: %w",
-			image, pdkerr.ErrNotFound)
+		return sandbox.Box{}, fmt.Errorf("the docker backend has no image %s: build it with `%s` (a few minutes the first time), or set docker.image: %w",
+			image, b.buildCommand(image), pdkerr.ErrNotFound)
 	}
-	if err == nil && ins.Config != nil {
-		if err := checkImage(image, ins.Config.Labels); err != nil {
+	if err == nil {
+		var labels map[string]string
+		if ins.Config != nil {
+			labels = ins.Config.Labels
+		}
+		if err := b.checkImage(image, labels); err != nil {
 			return sandbox.Box{}, err
 		}
 	}
@@ -403,22 +417,67 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		Volume: homeVolume(o.Session), Limits: l}, nil
 }
 
-// checkImage refuses a box image that this paddock cannot run: one built
-// by an older paddock (its guest lacks what the Runner asks of it), or one
-// whose tag names a Claude Code version (…:claude-V) it does not carry.
-func checkImage(ref string, labels map[string]string) error {
-	rebuild := "rebuild it with `paddock image build --base <image>@sha256:<digest>`"
-	if v, err := strconv.Atoi(labels[sandbox.LabelGuestProtocol]); err != nil || v < sandbox.GuestProtocol {
-		return fmt.Errorf("image %s was built by an older paddock (guest protocol %q, this one needs %d): %s: %w",
-			ref, labels[sandbox.LabelGuestProtocol], sandbox.GuestProtocol, rebuild, pdkerr.ErrConflict)
+// checkImage refuses a box image that this paddock cannot run, by its
+// labels, each mismatch with the command that builds the right one:
+//   - no paddock.image label: not built by `paddock image build`;
+//   - a guest protocol older than this paddock's (its guest lacks what
+//     the Runner asks of it);
+//   - a Claude Code version other than the one its tag names
+//     (…:claude-V), or, for a tag that names none, Config.ClaudeVersion;
+//   - a base not pinned by digest;
+//   - a paddock version other than Config.PaddockVersion (when set): the
+//     guest in the image is another paddock's.
+func (b *Backend) checkImage(ref string, labels map[string]string) error {
+	rebuild := func(what string) error {
+		return fmt.Errorf("image %s %s: rebuild it with `%s`: %w", ref, what, b.buildCommand(ref), pdkerr.ErrConflict)
 	}
-	if i := strings.LastIndex(ref, ":claude-"); i >= 0 && !strings.Contains(ref[i:], "/") {
-		if want := ref[i+len(":claude-"):]; labels[sandbox.LabelClaudeVersion] != want {
-			return fmt.Errorf("image %s carries Claude Code %q, not the %s its tag names: %s: %w",
-				ref, labels[sandbox.LabelClaudeVersion], want, rebuild, pdkerr.ErrConflict)
-		}
+	if labels[labelImage] == "" {
+		return rebuild("was not built by paddock (no " + labelImage + " label)")
+	}
+	if v, err := strconv.Atoi(labels[sandbox.LabelGuestProtocol]); err != nil || v < sandbox.GuestProtocol {
+		return rebuild(fmt.Sprintf("was built by an older paddock (guest protocol %q, this one needs %d)", labels[sandbox.LabelGuestProtocol], sandbox.GuestProtocol))
+	}
+	if want := claudeOfTag(ref, b.cfg.ClaudeVersion); want != "" && labels[sandbox.LabelClaudeVersion] != want {
+		return rebuild(fmt.Sprintf("carries Claude Code %q, not %s", labels[sandbox.LabelClaudeVersion], want))
+	}
+	if base := labels[sandbox.LabelBase]; !pinnedBase.MatchString(base) {
+		return rebuild(fmt.Sprintf("names its base %q, not pinned by digest", base))
+	}
+	if want := b.cfg.PaddockVersion; want != "" && labels[sandbox.LabelPaddockVersion] != want {
+		return rebuild(fmt.Sprintf("carries paddock %q as its guest, not this paddock (%s)", labels[sandbox.LabelPaddockVersion], want))
 	}
 	return nil
+}
+
+// labelImage marks an image `paddock image build` made.
+const labelImage = "paddock.image"
+
+// pinnedBase is a base named by digest: a local image id or name@sha256.
+var pinnedBase = regexp.MustCompile(`^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$`)
+
+// claudeOfTag is the Claude Code version a box image must carry: the one
+// its tag names (…:claude-V), else def.
+func claudeOfTag(ref, def string) string {
+	if i := strings.LastIndex(ref, ":claude-"); i >= 0 && !strings.Contains(ref[i:], "/") {
+		return ref[i+len(":claude-"):]
+	}
+	return def
+}
+
+// buildCommand is the command that builds ref for this paddock.
+func (b *Backend) buildCommand(ref string) string {
+	cmd := "paddock image build"
+	v := claudeOfTag(ref, b.cfg.ClaudeVersion)
+	if v != "" && v != claudecode.PinnedVersion {
+		cmd += " --claude-version " + v
+	}
+	if v == "" {
+		v = claudecode.PinnedVersion
+	}
+	if ref != "paddock/box:claude-"+v {
+		cmd += " --tag " + ref
+	}
+	return cmd
 }
 
 // Start implements sandbox.Backend.

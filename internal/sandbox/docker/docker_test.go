@@ -181,26 +181,118 @@ func TestMissingImage(t *testing.T) {
 	}
 }
 
+// TestImageOfAnotherPaddock: the box image built by this paddock's image
+// code is accepted by a backend that wants its version, and refused, with
+// the command that rebuilds it, before any volume is made, by a backend of
+// another paddock version or another pinned Claude Code.
+func TestImageOfAnotherPaddock(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	img := imagetest.BoxImage(t, cli)
+	ins, err := cli.ImageInspect(context.Background(), img)
+	cli.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := ins.Config.Labels
+	if !strings.HasPrefix(labels[sandbox.LabelBase], "sha256:") || labels[sandbox.LabelPaddockVersion] == "" {
+		t.Fatalf("the box image's labels: %v", labels)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" accepted, else the command the refusal names
+	}{
+		{Config{PaddockVersion: labels[sandbox.LabelPaddockVersion], ClaudeVersion: labels[sandbox.LabelClaudeVersion]}, ""},
+		{Config{PaddockVersion: "v0.0.0-another"}, "paddock image build --tag " + imagetest.Tag},
+	} {
+		c.cfg.Image, c.cfg.Dir, c.cfg.Owner = imagetest.Tag, filepath.Join(testenv.TraversableTempDir(t), "docker"), testenv.UniqueOwner(t)
+		be, err := New(context.Background(), c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		bx, err := be.Create(context.Background(), sandbox.CreateOptions{Session: "otherpaddock"})
+		if c.want == "" {
+			if err != nil {
+				t.Fatalf("%+v: %v", c.cfg, err)
+			}
+			if err := be.Remove(context.Background(), bx.ID, sandbox.RemoveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if !errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "`"+c.want+"`") {
+			t.Fatalf("%+v: got %v, want a conflict naming `%s`", c.cfg, err, c.want)
+		}
+		objs, err := be.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != 0 {
+			t.Fatalf("left behind: %+v", objs)
+		}
+	}
+}
+
 // TestCheckImage: an image of an older paddock, or whose tag names another
 // Claude Code than it carries, is refused with the command that rebuilds it.
 func TestCheckImage(t *testing.T) {
 	cur := strconv.Itoa(sandbox.GuestProtocol)
+	base := "sha256:" + strings.Repeat("ab", 32)
+	good := func(claude, paddock string) map[string]string {
+		return map[string]string{labelImage: "1", sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: claude,
+			sandbox.LabelBase: base, sandbox.LabelPaddockVersion: paddock}
+	}
+	with := func(m map[string]string, k, v string) map[string]string {
+		c := map[string]string{}
+		for a, b := range m {
+			c[a] = b
+		}
+		if v == "" {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	ok := good("2.1.328", "v1.2.0")
 	for _, c := range []struct {
-		ref    string
-		labels map[string]string
-		ok     bool
+		ref     string
+		labels  map[string]string
+		cfg     Config
+		command string // the build command the refusal names; "" when accepted
 	}{
-		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, true},
-		{"my/box:latest", map[string]string{sandbox.LabelGuestProtocol: cur}, true},
-		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelClaudeVersion: "2.1.328"}, false}, // before the label
-		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: "1", sandbox.LabelClaudeVersion: "2.1.328"}, false},
-		{"paddock/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: "x", sandbox.LabelClaudeVersion: "2.1.328"}, false},
-		{"paddock/box:claude-2.1.329", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, false},
-		{"localhost:5000/box:claude-2.1.328", map[string]string{sandbox.LabelGuestProtocol: cur, sandbox.LabelClaudeVersion: "2.1.328"}, true},
+		{"paddock/box:claude-2.1.328", ok, Config{}, ""},
+		{"paddock/box:claude-2.1.328", ok, Config{PaddockVersion: "v1.2.0", ClaudeVersion: "2.1.328"}, ""},
+		{"my/box:latest", ok, Config{ClaudeVersion: "2.1.328"}, ""},
+		{"my/box:latest", good("2.1.300", "v1.2.0"), Config{ClaudeVersion: "2.1.328"}, "paddock image build --tag my/box:latest"},
+		{"localhost:5000/box:claude-2.1.328", ok, Config{}, ""},
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelBase, "debian@sha256:"+strings.Repeat("0", 64)), Config{}, ""},
+		// Before the guest protocol label, or an older one.
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelGuestProtocol, ""), Config{}, "paddock image build"},
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelGuestProtocol, "1"), Config{}, "paddock image build"},
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelGuestProtocol, "x"), Config{}, "paddock image build"},
+		// Not paddock's at all.
+		{"debian:bookworm", map[string]string{}, Config{}, "paddock image build --tag debian:bookworm"},
+		{"debian:bookworm", nil, Config{}, "paddock image build --tag debian:bookworm"},
+		// A tag that lies about its Claude Code.
+		{"paddock/box:claude-2.1.329", ok, Config{}, "paddock image build --claude-version 2.1.329"},
+		// A base by tag: not pinned.
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelBase, "debian:bookworm"), Config{}, "paddock image build"},
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelBase, ""), Config{}, "paddock image build"},
+		// Another paddock's guest.
+		{"paddock/box:claude-2.1.328", ok, Config{PaddockVersion: "v1.3.0"}, "paddock image build"},
+		{"paddock/box:claude-2.1.328", with(ok, sandbox.LabelPaddockVersion, ""), Config{PaddockVersion: "v1.3.0"}, "paddock image build"},
 	} {
-		err := checkImage(c.ref, c.labels)
-		if (err == nil) != c.ok || err != nil && (!errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "paddock image build")) {
-			t.Errorf("%s %v: %v", c.ref, c.labels, err)
+		err := (&Backend{cfg: c.cfg}).checkImage(c.ref, c.labels)
+		if c.command == "" {
+			if err != nil {
+				t.Errorf("%s %v: %v", c.ref, c.labels, err)
+			}
+			continue
+		}
+		if err == nil || !errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "`"+c.command+"`") {
+			t.Errorf("%s %v: got %v, want a conflict naming `%s`", c.ref, c.labels, err, c.command)
 		}
 	}
 }
