@@ -2,6 +2,7 @@ package cli
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -75,6 +76,9 @@ checked whenever a box is made from it.`,
 			}
 			defer cli.Close()
 			if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+				if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
+					return fmt.Errorf("you may not use the Docker daemon (%v): run this with sudo: %w", err, errdefs.ErrForbidden)
+				}
 				return fmt.Errorf("no Docker daemon answers (%v); start it (sudo systemctl start docker) or set DOCKER_HOST: %w", err, errdefs.ErrUnavailable)
 			}
 			start := time.Now()
