@@ -33,5 +33,16 @@ if ! "$bin" ls >/dev/null 2>&1; then
   "$bin" ls >/dev/null 2>&1 || { echo "the Runner did not start; see $state/serve.log"; tail -n 20 "$state/serve.log"; exit 1; }
 fi
 
+# The docker backend needs its image: built (about a minute the first
+# time, seconds after: everything is reused) when the session asks for it.
+prev=""
+for a in "$@"; do
+  if [ "$a" = "--backend=docker" ] || { [ "$prev" = "--backend" ] && [ "$a" = "docker" ]; }; then
+    echo "the docker backend: $bin image build"
+    "$bin" image build >/dev/null
+  fi
+  prev="$a"
+done
+
 echo "web page: \`sudo $bin web\` prints a one-time login URL"
 exec "$bin" run "$@"
