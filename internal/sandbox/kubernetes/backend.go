@@ -1,0 +1,6 @@
+package kubernetes
+
+// Backend is the kubernetes backend.
+type Backend struct {
+	cfg Config
+}
