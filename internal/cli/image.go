@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 func imageCmd(g *globals, o IO) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Build the Docker image boxes run"}
 	var spec image.Spec
-	var mirror string
+	var mirror, push string
 	build := &cobra.Command{
-		Use:   "build [--base NAME@sha256:DIGEST] [--claude-version V] [--tag T]",
+		Use:   "build [--base NAME@sha256:DIGEST] [--claude-version V] [--tag T] [--push REPO]",
 		Short: "Build the box image: a pinned base, the pinned Claude Code and paddock's guest",
 		Long: `Build the image the docker backend runs, with no network inside the build.
 
@@ -38,10 +39,19 @@ refused.
 The Claude Code npm package is installed on the host (<state-dir>/cli/<version>), its progress
 shown, and copied in. The image is refused unless claude --version inside it reports the
 version asked for. Its labels (Claude Code version, base, guest protocol, paddock version) are
-checked whenever a box is made from it.`,
+checked whenever a box is made from it.
+
+--push REPO pushes the image as REPO:claude-<version> with the login that docker login stored
+(in $DOCKER_CONFIG or ~/.docker) and prints REPO@sha256:<digest>: the name for a registry that
+other machines or a cluster pull from.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if push != "" {
+				if err := image.CheckRepo(push); err != nil {
+					return usageError{fmt.Errorf("--push: %w", err)}
+				}
+			}
 			if spec.Base != "" {
 				if err := spec.Check(); err != nil {
 					return usageError{err}
@@ -106,7 +116,28 @@ checked whenever a box is made from it.`,
 				return err
 			}
 			fmt.Fprintf(o.Stderr, "built in %s; sessions with --backend docker use it\n", time.Since(start).Round(time.Second))
-			fmt.Fprintln(o.Stdout, id)
+			if push == "" {
+				fmt.Fprintln(o.Stdout, id)
+				return nil
+			}
+			dockerDir := o.getenv("DOCKER_CONFIG")
+			if dockerDir == "" {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return err
+				}
+				dockerDir = filepath.Join(home, ".docker")
+			}
+			auth, err := image.RegistryAuth(dockerDir, push)
+			if err != nil {
+				return err
+			}
+			pinned, err := image.Push(ctx, cli, id, push, "claude-"+spec.ClaudeVersion, auth, o.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stderr, "name it by digest where boxes run from a registry: %s\n", pinned)
+			fmt.Fprintln(o.Stdout, pinned)
 			return nil
 		},
 	}
@@ -115,6 +146,7 @@ checked whenever a box is made from it.`,
 	f.StringVar(&mirror, "mirror", "", "Debian mirror for the base paddock makes (default: this host's, from /etc/apt)")
 	f.StringVar(&spec.ClaudeVersion, "claude-version", claudecode.PinnedVersion, "exact Claude Code version")
 	f.StringVar(&spec.Tag, "tag", "", "image tag (default paddock/box:claude-<version>)")
+	f.StringVar(&push, "push", "", "also push it to this repository (REPO:claude-<version>) and print REPO@sha256:<digest>; the login is docker login's")
 	cmd.AddCommand(build)
 	return cmd
 }

@@ -113,7 +113,6 @@ func inOrder(t *testing.T, s string, want ...string) {
 // paddock made; a tag or an unknown local id is refused.
 func TestImageBuildPullsBase(t *testing.T) {
 	testenv.Root(t)
-	regBin := testenv.LookPath(t, "docker-registry")
 	bin := testenv.PaddockBinary(t)
 	cli := imagetest.Docker(t)
 	defer cli.Close()
@@ -122,36 +121,8 @@ func TestImageBuildPullsBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The registry, on a free loopback port (Docker trusts 127.0.0.0/8
-	// over plain http).
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := startRegistry(t)
 	dir := testenv.TraversableTempDir(t)
-	cfg := filepath.Join(dir, "registry.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "registry"), addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reg := exec.Command(regBin, "serve", cfg)
-	regLog := &testenv.Buffer{}
-	reg.Stdout, reg.Stderr = regLog, regLog
-	if err := reg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Process.Kill(); _ = reg.Wait() })
-	for i := 0; ; i++ {
-		if resp, err := http.Get("http://" + addr + "/v2/"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i == 100 {
-			t.Fatalf("the registry did not come up:\n%s", regLog.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	docker := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("docker", args...).CombinedOutput()
@@ -212,5 +183,89 @@ func TestImageBuildPullsBase(t *testing.T) {
 		if _, errs, err := run("--base", c.base); err == nil || !strings.Contains(errs, c.want) {
 			t.Errorf("--base %s: %v %q, want %q", c.base, err, errs, c.want)
 		}
+	}
+}
+
+// startRegistry runs Debian's docker-registry on a free loopback port
+// (Docker trusts 127.0.0.0/8 over plain http) for the test, and returns
+// its host:port.
+func startRegistry(t *testing.T) string {
+	t.Helper()
+	regBin := testenv.LookPath(t, "docker-registry")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "registry.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n", filepath.Join(dir, "registry"), addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := exec.Command(regBin, "serve", cfg)
+	regLog := &testenv.Buffer{}
+	reg.Stdout, reg.Stderr = regLog, regLog
+	if err := reg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Process.Kill(); _ = reg.Wait() })
+	for i := 0; ; i++ {
+		if resp, err := http.Get("http://" + addr + "/v2/"); err == nil {
+			resp.Body.Close()
+			return addr
+		}
+		if i == 100 {
+			t.Fatalf("the registry did not come up:\n%s", regLog.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestImageBuildPush: --push REPO pushes the built image as
+// REPO:claude-<version> and prints REPO@sha256:<digest>, a name another
+// machine pulls exactly that image by.
+func TestImageBuildPush(t *testing.T) {
+	testenv.Root(t)
+	bin := testenv.PaddockBinary(t)
+	cli := imagetest.Docker(t)
+	defer cli.Close()
+	ctx := context.Background()
+	if _, err := imagetest.Base(ctx, cli, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	repo := startRegistry(t) + "/team/paddock-box"
+	dir := testenv.TraversableTempDir(t)
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, "--state-dir", filepath.Join(dir, "state"), "image", "build", "--tag", "paddock-test/pushed:1", "--push", repo)
+	// No Docker CLI login: an anonymous push, as to this registry.
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(dir, "docker-config"))
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("image build --push: %v\n%s%s", err, out.String(), errb.String())
+	}
+	pinned := strings.TrimSpace(out.String())
+	if !regexp.MustCompile("^" + regexp.QuoteMeta(repo) + "@sha256:[0-9a-f]{64}$").MatchString(pinned) {
+		t.Fatalf("stdout is %q, not %s@sha256:<digest>", pinned, repo)
+	}
+	tag := repo + ":claude-" + claudecode.PinnedVersion
+	inOrder(t, errb.String(), "ok: paddock-test/pushed:1 is ", "pushing "+tag+"\n", "claude-"+claudecode.PinnedVersion+": digest: sha256:", "pushed: "+pinned+"\n")
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", tag, "paddock-test/pushed:1").Run() })
+	// The registry serves that manifest under that digest.
+	digest := pinned[strings.Index(pinned, "@")+1:]
+	req, _ := http.NewRequest("HEAD", "http://"+repo[:strings.Index(repo, "/")]+"/v2/team/paddock-box/manifests/"+digest, nil)
+	req.Header.Set("Accept", "application/vnd.docker.distribution.manifest.v2+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Docker-Content-Digest") != digest {
+		t.Fatalf("the registry answers %d, digest %q, for %s", resp.StatusCode, resp.Header.Get("Docker-Content-Digest"), pinned)
+	}
+	// A tag with --push is refused before anything is built.
+	cmd = exec.Command(bin, "--state-dir", filepath.Join(dir, "state"), "image", "build", "--push", repo+":v1")
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "no tag, no digest") {
+		t.Fatalf("--push with a tag: %v %s", err, b)
 	}
 }
