@@ -176,6 +176,10 @@ type Capabilities struct {
 	SurvivesRunnerRestart bool
 	// Runtime is the OCI runtime in use, if any ("runc", "runsc").
 	Runtime string
+	// ProxyOnly: the backend's boxes must never hold the real credential
+	// (kubernetes: nothing in the cluster ever does). The Runner refuses a
+	// direct-mode session on such a backend.
+	ProxyOnly bool
 }
 
 // Backend creates, starts, stops and removes boxes of one kind. Methods are

@@ -1,0 +1,86 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/sandbox"
+)
+
+// Connect implements sandbox.Backend: `paddock guest bridge` through the
+// API server's exec, over WebSocket and, from an API server that does not
+// offer it, SPDY (as kubectl does). The stream outlives ctx, which bounds
+// only the checks before it; Close ends it.
+func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	_, session, err := b.box(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, boxName(session), metav1.GetOptions{})
+	if err != nil || !running(pod) {
+		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
+	}
+	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.cfg.Namespace).Name(pod.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: containerName,
+			Command:   []string{GuestPath, "guest", "bridge", "--socket", sandbox.GuestSocket},
+			Stdin:     true, Stdout: true, Stderr: true,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(b.rest, "GET", req.URL().String())
+	if err != nil {
+		return nil, fmt.Errorf("exec bridge: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.rest, "POST", req.URL())
+	if err != nil {
+		return nil, fmt.Errorf("exec bridge: %w", err)
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("exec bridge: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() {
+		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: io.Discard})
+		if err == nil {
+			err = io.EOF
+		}
+		outW.CloseWithError(err)
+		inR.CloseWithError(io.ErrClosedPipe)
+	}()
+	return &execConn{w: inW, r: outR, cancel: cancel}, nil
+}
+
+// execConn is one exec stream: writes go to the bridge's stdin, reads come
+// from its stdout.
+type execConn struct {
+	w      *io.PipeWriter
+	r      *io.PipeReader
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (c *execConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *execConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// Close ends the stream: the bridge's stdin closes, then the exec.
+func (c *execConn) Close() error {
+	c.once.Do(func() {
+		c.w.Close()
+		c.cancel()
+		c.r.Close()
+	})
+	return nil
+}
