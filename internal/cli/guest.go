@@ -49,12 +49,17 @@ func guestCmd(o IO) *cobra.Command {
 		},
 	})
 	var proxy string
+	var podNetwork bool
+	var unreachable []string
 	selftest := &cobra.Command{
 		Use:   "selftest",
 		Short: "Check from inside the box that its egress posture holds; JSON out, exit 1 on a leak",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			checks := guest.SelfTest(proxy)
+			if podNetwork {
+				checks = guest.SelfTestPod(proxy, unreachable)
+			}
 			enc := json.NewEncoder(o.Stdout)
 			for _, c := range checks {
 				if err := enc.Encode(c); err != nil {
@@ -70,6 +75,8 @@ func guestCmd(o IO) *cobra.Command {
 		},
 	}
 	selftest.Flags().StringVar(&proxy, "proxy", "", "the egress proxy address in the box, if the posture has one")
+	selftest.Flags().BoolVar(&podNetwork, "pod-network", false, "the box has its cluster's network (a Kubernetes pod): check that it reaches nothing instead of that it has no interface")
+	selftest.Flags().StringArrayVar(&unreachable, "unreachable", nil, "with --pod-network, an address (host:port) the box must not reach; repeatable")
 	cmd.AddCommand(selftest)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "put PATH...",

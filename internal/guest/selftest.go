@@ -3,6 +3,7 @@ package guest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -55,6 +56,34 @@ func SelfTest(proxy string) []Check {
 		add("egress-proxy-answers", ok, detail)
 	}
 	return out
+}
+
+// ParseChecks reads the self-test's output, one JSON Check a line; lines
+// that are not are skipped.
+func ParseChecks(out string) []Check {
+	var checks []Check
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var c Check
+		if json.Unmarshal([]byte(l), &c) == nil && c.Name != "" {
+			checks = append(checks, c)
+		}
+	}
+	return checks
+}
+
+// Failed names the failed checks of the self-test's output ("name:
+// detail; …"), or gives the output itself when it holds no check.
+func Failed(out string) string {
+	var failed []string
+	for _, c := range ParseChecks(out) {
+		if !c.OK {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	if len(failed) == 0 {
+		return strings.TrimSpace(out)
+	}
+	return strings.Join(failed, "; ")
 }
 
 func proxyRefuses(proxy string) (bool, string) {

@@ -1,7 +1,6 @@
 package guest
 
 import (
-	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,24 +17,7 @@ func TestSelfTestSeesLeaks(t *testing.T) {
 	testenv.LookPath(t, "unshare")
 	testenv.LookPath(t, "ip")
 	bin := testenv.PaddockBinary(t)
-	run := func(setup string) (map[string]Check, int) {
-		cmd := exec.Command("unshare", "--net", "sh", "-c", setup+`; exec "$0" guest selftest`, bin)
-		out, err := cmd.Output()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		checks := map[string]Check{}
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			var c Check
-			if json.Unmarshal([]byte(l), &c) == nil {
-				checks[c.Name] = c
-			}
-		}
-		return checks, code
-	}
+	run := func(setup string) (map[string]Check, int) { return runSelfTest(t, bin, setup, "") }
 	closed, code := run("ip link set lo up")
 	if code != 0 || !closed["only-loopback"].OK || !closed["no-route"].OK || !closed["no-resolver"].OK || !closed["connect-fails-locally"].OK {
 		t.Fatalf("a closed namespace failed the self-test: %d %+v", code, closed)
@@ -48,5 +30,58 @@ func TestSelfTestSeesLeaks(t *testing.T) {
 	}
 	if !strings.Contains(leaky["only-loopback"].Detail, "pdk0") {
 		t.Fatalf("the failure does not name the interface: %+v", leaky["only-loopback"])
+	}
+}
+
+// TestSelfTestPodSeesReach runs the pod self-test in a network namespace
+// made for the test with an interface, as a pod has: an address that
+// answers (a listener on the namespace's own interface) fails it, one that
+// cannot be reached passes.
+func TestSelfTestPodSeesReach(t *testing.T) {
+	testenv.Root(t)
+	testenv.LookPath(t, "unshare")
+	testenv.LookPath(t, "ip")
+	bin := testenv.PaddockBinary(t)
+	setup := "ip link set lo up; ip link add pdk0 type veth peer name pdk1; ip addr add 10.99.78.1/24 dev pdk0; ip link set pdk0 up; ip link set pdk1 up"
+	run := func(args string) (map[string]Check, int) { return runSelfTest(t, bin, setup, "--pod-network "+args) }
+	// Nothing listens at 10.99.78.1:9: refused, so reached.
+	reach, code := run("--unreachable 10.99.78.1:9")
+	if code != 1 || reach["unreachable 10.99.78.1:9"].OK || !reach["unreachable 192.0.2.1:80"].OK || !reach["no-resolver"].OK {
+		t.Fatalf("an address that answers passed: %d %+v", code, reach)
+	}
+	closed, code := run("--unreachable 192.0.2.7:443")
+	if code != 0 || !closed["unreachable 192.0.2.7:443"].OK || !closed["interfaces"].OK {
+		t.Fatalf("a pod that reaches nothing failed: %d %+v", code, closed)
+	}
+}
+
+// runSelfTest runs `paddock guest selftest args` in a new network
+// namespace after the shell commands setup, and returns its checks by name
+// and its exit code.
+func runSelfTest(t *testing.T, bin, setup, args string) (map[string]Check, int) {
+	t.Helper()
+	cmd := exec.Command("unshare", "--net", "sh", "-c", setup+`; exec "$0" guest selftest `+args, bin)
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]Check{}
+	for _, c := range ParseChecks(string(out)) {
+		checks[c.Name] = c
+	}
+	return checks, code
+}
+
+func TestFailed(t *testing.T) {
+	out := `{"name":"no-resolver","ok":true,"detail":"x"}
+{"name":"unreachable 10.0.0.1:443","ok":false,"detail":"10.0.0.1:443 answered (refused): the pod reaches it"}`
+	if got := Failed(out); got != "unreachable 10.0.0.1:443: 10.0.0.1:443 answered (refused): the pod reaches it" {
+		t.Fatalf("%q", got)
+	}
+	if got := Failed("guest: unknown flag --pod-network\n"); got != "guest: unknown flag --pod-network" {
+		t.Fatalf("%q", got)
 	}
 }

@@ -28,6 +28,9 @@ type Backend struct {
 	cs   kubernetes.Interface
 	// enforced remembers the NetworkPolicy probe's verdict (policy.go).
 	enforced policyVerdict
+	// selfTests: Start runs the pod self-test (selftest.go); off only for
+	// the fake clientset of the unit tests, which cannot exec.
+	selfTests bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -65,7 +68,7 @@ func NewFromREST(ctx context.Context, cfg Config, rc *rest.Config) (*Backend, er
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes backend: %w", err)
 	}
-	b := &Backend{cfg: cfg, rest: rc, cs: cs}
+	b := &Backend{cfg: cfg, rest: rc, cs: cs, selfTests: true}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := cs.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1, LabelSelector: b.ownerSelector()}); err != nil {
@@ -223,7 +226,11 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 			return sandbox.Box{}, mapErr("mark box "+id+" started", err)
 		}
 	}
-	if err := b.waitRunning(ctx, session); err != nil {
+	err = b.waitRunning(ctx, session)
+	if err == nil && b.selfTests {
+		err = b.selfTest(ctx, session)
+	}
+	if err != nil {
 		// A pod that did not come up is not left to retry alone: the box
 		// is stopped, its claims kept.
 		_ = b.deletePod(context.WithoutCancel(ctx), session, 0)

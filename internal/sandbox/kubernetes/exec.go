@@ -1,7 +1,9 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -29,23 +32,7 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	if err != nil || !running(pod) {
 		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
 	}
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.cfg.Namespace).Name(pod.Name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: containerName,
-			Command:   []string{GuestPath, "guest", "bridge", "--socket", sandbox.GuestSocket},
-			Stdin:     true, Stdout: true, Stderr: true,
-		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(b.rest, "GET", req.URL().String())
-	if err != nil {
-		return nil, fmt.Errorf("exec bridge: %w", err)
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.rest, "POST", req.URL())
-	if err != nil {
-		return nil, fmt.Errorf("exec bridge: %w", err)
-	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	exec, err := b.executor(pod.Name, []string{GuestPath, "guest", "bridge", "--socket", sandbox.GuestSocket}, true)
 	if err != nil {
 		return nil, fmt.Errorf("exec bridge: %w", err)
 	}
@@ -83,4 +70,52 @@ func (c *execConn) Close() error {
 		c.r.Close()
 	})
 	return nil
+}
+
+// executor runs argv in a pod's box container through the API server:
+// over WebSocket, or SPDY from an API server that does not offer it.
+func (b *Backend) executor(pod string, argv []string, stdin bool) (remotecommand.Executor, error) {
+	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.cfg.Namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: argv, Stdin: stdin, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(b.rest, "GET", req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.rest, "POST", req.URL())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}
+
+// run runs argv in a pod and returns its stdout (at most 1 MiB) and exit
+// code.
+func (b *Backend) run(ctx context.Context, pod string, argv []string) (string, int, error) {
+	exec, err := b.executor(pod, argv, false)
+	if err != nil {
+		return "", 0, err
+	}
+	var out bytes.Buffer
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &limitWriter{w: &out, n: 1 << 20}, Stderr: io.Discard})
+	var ce utilexec.CodeExitError
+	if errors.As(err, &ce) {
+		return out.String(), ce.ExitStatus(), nil
+	}
+	return out.String(), 0, err
+}
+
+// limitWriter keeps the first n bytes and drops the rest.
+type limitWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if k := min(len(p), l.n); k > 0 {
+		l.n -= k
+		_, _ = l.w.Write(p[:k])
+	}
+	return len(p), nil
 }
