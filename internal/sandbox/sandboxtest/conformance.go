@@ -35,6 +35,11 @@ type Setup struct {
 	// Reopen makes a new backend on the same state, as a restarted Runner
 	// does; the suite checks it finds running boxes again.
 	Reopen func(t *testing.T) sandbox.Backend
+	// PodNetwork: the box has an interface of its cluster's network, which
+	// policy outside the box confines (kubernetes). The probes that the box
+	// has no interface but lo and no route give way to the guest's pod
+	// self-test, which must find that the box reaches nothing.
+	PodNetwork bool
 }
 
 // Box is a running box with an open channel, for probes.
@@ -325,18 +330,27 @@ func isolation(t *testing.T, s Setup) {
 			}
 		})
 	}
-	probe("OnlyLoopback", `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`, func(out, _ string, _ int) error {
-		if strings.TrimSpace(out) != "lo" {
-			return fmt.Errorf("interfaces: %q", out)
-		}
-		return nil
-	})
-	probe("NoRoute", `tail -n +2 /proc/net/route | wc -l; cat /proc/net/ipv6_route 2>/dev/null | grep -v " lo$" | wc -l`, func(out, _ string, _ int) error {
-		if strings.Fields(out)[0] != "0" || strings.Fields(out)[1] != "0" {
-			return fmt.Errorf("routes: %q", out)
-		}
-		return nil
-	})
+	if s.PodNetwork {
+		probe("ReachesNothing", `paddock guest selftest --pod-network`, func(out, _ string, code int) error {
+			if code != 0 {
+				return fmt.Errorf("the pod self-test failed (%d)", code)
+			}
+			return nil
+		})
+	} else {
+		probe("OnlyLoopback", `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`, func(out, _ string, _ int) error {
+			if strings.TrimSpace(out) != "lo" {
+				return fmt.Errorf("interfaces: %q", out)
+			}
+			return nil
+		})
+		probe("NoRoute", `tail -n +2 /proc/net/route | wc -l; cat /proc/net/ipv6_route 2>/dev/null | grep -v " lo$" | wc -l`, func(out, _ string, _ int) error {
+			if strings.Fields(out)[0] != "0" || strings.Fields(out)[1] != "0" {
+				return fmt.Errorf("routes: %q", out)
+			}
+			return nil
+		})
+	}
 	probe("NoResolver", `test ! -s /etc/resolv.conf && echo noconf; getent hosts example.com || echo noresolve; getent hosts localhost`, func(out, _ string, _ int) error {
 		if !strings.Contains(out, "noconf") || !strings.Contains(out, "noresolve") {
 			return fmt.Errorf("a name resolved or a resolver is configured: %q", out)
