@@ -40,7 +40,7 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	go func() {
-		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: io.Discard})
+		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: dropAfterClose{outW}, Stderr: io.Discard})
 		if err == nil {
 			err = io.EOF
 		}
@@ -118,4 +118,16 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		_, _ = l.w.Write(p[:k])
 	}
 	return len(p), nil
+}
+
+// dropAfterClose drops what the bridge still sends after the stream's
+// reader closed, which client-go would otherwise log as an error.
+type dropAfterClose struct{ w *io.PipeWriter }
+
+func (d dropAfterClose) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	if errors.Is(err, io.ErrClosedPipe) {
+		return len(p), nil
+	}
+	return n, err
 }
