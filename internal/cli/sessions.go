@@ -107,7 +107,7 @@ to start with.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Name, "name", "", "session name (default: a random one like calm-otter)")
-	f.StringVar(&req.Backend, "backend", "", "local or docker (default from config: sessions.backend)")
+	f.StringVar(&req.Backend, "backend", "", "local, docker or kubernetes (default from config: sessions.backend)")
 	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline (no network at all), anthropic (the API only), allowlist (--allow, --egress-policy)")
 	f.StringArrayVar(&req.Allow, "allow", nil, "with --egress allowlist: a name the box may reach, NAME[:PORT] or *.NAME[:PORT] (port 443 by default); repeat")
 	f.StringVar(&req.EgressPolicy, "egress-policy", "", "with --egress allowlist: a named policy of the Runner's config (egress.policies.NAME)")

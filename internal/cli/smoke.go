@@ -156,7 +156,7 @@ It spends one small real turn against the Runner's upstream.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&backend, "backend", "", "local or docker (default from config)")
+	cmd.Flags().StringVar(&backend, "backend", "", "local, docker or kubernetes (default from config)")
 	cmd.Flags().StringVar(&version, "claude-version", "", "the Claude Code version to prove (default: the pinned "+claudecode.PinnedVersion+"); local installs it from npm, docker needs paddock/box:claude-<version>")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the smoke session afterwards, to look at it")
 	return cmd

@@ -41,6 +41,7 @@ type Config struct {
 	Claude     Claude     `toml:"claude"`
 	Local      Local      `toml:"local"`
 	Docker     Docker     `toml:"docker"`
+	Kubernetes Kubernetes `toml:"kubernetes"`
 	Egress     Egress     `toml:"egress"`
 	Web        Web        `toml:"web"`
 	Credential Credential `toml:"credential"`
@@ -143,6 +144,47 @@ type Docker struct {
 	Runtime string `toml:"runtime"`
 }
 
+// Kubernetes configures the kubernetes backend ([kubernetes]): boxes as
+// pods in one namespace of a cluster the Runner reaches with a kubeconfig
+// (or in-cluster config), needing there the Role of
+// contrib/kubernetes/role.yaml.
+type Kubernetes struct {
+	// Kubeconfig is an absolute path; "" uses the in-cluster config.
+	Kubeconfig string `toml:"kubeconfig"`
+	// Context names a kubeconfig context; "" uses its current one.
+	Context string `toml:"context"`
+	// Namespace holds every object the backend makes (it must exist).
+	Namespace string `toml:"namespace"`
+	// Image is the box image. Unless ImagePullPolicy is "Never" (an image
+	// already on the nodes), it must be pinned by digest
+	// (repo@sha256:…, as `paddock image build --push REPO` prints).
+	Image string `toml:"image"`
+	// ImagePullPolicy: "" (IfNotPresent), "IfNotPresent", "Always", "Never".
+	ImagePullPolicy string `toml:"image_pull_policy"`
+	// StorageClass of the claims ("" = the cluster's default class).
+	StorageClass string `toml:"storage_class"`
+	// HomeGB and WorkspaceGB size the claims (0 = 10).
+	HomeGB      int `toml:"home_gb"`
+	WorkspaceGB int `toml:"workspace_gb"`
+	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pods.
+	RuntimeClass string `toml:"runtime_class"`
+	// NodeSelector and Tolerations place the pods.
+	NodeSelector map[string]string `toml:"node_selector"`
+	Tolerations  []Toleration      `toml:"tolerations"`
+	// UnsafeUnenforcedNetworkPolicy runs boxes on a cluster where paddock
+	// cannot prove that NetworkPolicy is enforced: their pods are then as
+	// isolated as the cluster's network makes them, nothing more.
+	UnsafeUnenforcedNetworkPolicy bool `toml:"unsafe_unenforced_network_policy"`
+}
+
+// Toleration is a pod toleration (the fields of Kubernetes' own).
+type Toleration struct {
+	Key      string `toml:"key"`
+	Operator string `toml:"operator"` // "Equal" (default) or "Exists"
+	Value    string `toml:"value"`
+	Effect   string `toml:"effect"` // "", "NoSchedule", "PreferNoSchedule", "NoExecute"
+}
+
 // Log configures the Runner's own log.
 type Log struct {
 	Format string `toml:"format"` // "text" or "json"
@@ -212,12 +254,13 @@ func Default() Config {
 			StreamIdleTimeout:     Duration(5 * time.Minute),
 			MaxIdleConns:          512,
 		},
-		Sessions: Sessions{Backend: "local", MemoryMB: 4096, Pids: 1024, CPUs: 2},
-		Local:    Local{UIDBase: 200000},
-		Docker:   Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
-		Egress:   Egress{MaxTunnels: 64},
-		Web:      Web{Listen: "127.0.0.1:7777"},
-		Notify:   Notify{Timeout: Duration(10 * time.Second)},
+		Sessions:   Sessions{Backend: "local", MemoryMB: 4096, Pids: 1024, CPUs: 2},
+		Local:      Local{UIDBase: 200000},
+		Docker:     Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
+		Kubernetes: Kubernetes{Namespace: "paddock"},
+		Egress:     Egress{MaxTunnels: 64},
+		Web:        Web{Listen: "127.0.0.1:7777"},
+		Notify:     Notify{Timeout: Duration(10 * time.Second)},
 	}
 }
 
@@ -310,6 +353,9 @@ var known = []string{
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "sessions.rpm", "sessions.max_streams",
 	"sessions.token_budget", "claude.binary",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
+	"kubernetes.kubeconfig", "kubernetes.context", "kubernetes.namespace", "kubernetes.image", "kubernetes.image_pull_policy",
+	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime_class",
+	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
 }
@@ -389,9 +435,9 @@ func (c Config) Validate() error {
 		return &Error{Key: "proxy.max_idle_conns", Msg: fmt.Sprintf("%d is outside 1..65536", c.Proxy.MaxIdleConns)}
 	}
 	switch c.Sessions.Backend {
-	case "local", "docker":
+	case "local", "docker", "kubernetes":
 	default:
-		return &Error{Key: "sessions.backend", Msg: fmt.Sprintf("%q is not one of local, docker", c.Sessions.Backend)}
+		return &Error{Key: "sessions.backend", Msg: fmt.Sprintf("%q is not one of local, docker, kubernetes", c.Sessions.Backend)}
 	}
 	if c.Sessions.MemoryMB < 64 || c.Sessions.MemoryMB > 1<<20 {
 		return &Error{Key: "sessions.memory_mb", Msg: fmt.Sprintf("%d is outside 64..1048576", c.Sessions.MemoryMB)}
@@ -413,6 +459,9 @@ func (c Config) Validate() error {
 	}
 	if c.Docker.Image == "" {
 		return &Error{Key: "docker.image", Msg: "must name an image (see paddock image build)"}
+	}
+	if err := c.Kubernetes.validate(); err != nil {
+		return err
 	}
 	if c.Egress.MaxTunnels < 1 || c.Egress.MaxTunnels > 100000 {
 		return &Error{Key: "egress.max_tunnels", Msg: fmt.Sprintf("%d is outside 1..100000", c.Egress.MaxTunnels)}
@@ -561,4 +610,83 @@ func ParseListen(s string) (Listen, error) {
 		return Listen{}, fmt.Errorf("%q: bad port", s)
 	}
 	return Listen{Network: "tcp", Address: s}, nil
+}
+
+var (
+	// dnsLabel is a namespace's name (RFC 1123 label).
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	// dnsSubdomain is a storage or runtime class's name.
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	// labelKey is a label key: [prefix/]name.
+	labelKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	// labelVal is a label value (may be empty).
+	labelVal = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+	// pinnedImage is an image named by digest.
+	pinnedImage = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
+)
+
+// validate checks [kubernetes]; an empty image is refused only when the
+// backend is used (the Runner says so then).
+func (k *Kubernetes) validate() error {
+	if k.Kubeconfig != "" && !strings.HasPrefix(k.Kubeconfig, "/") {
+		return &Error{Key: "kubernetes.kubeconfig", Msg: fmt.Sprintf("%q must be an absolute path", k.Kubeconfig)}
+	}
+	if !dnsLabel.MatchString(k.Namespace) {
+		return &Error{Key: "kubernetes.namespace", Msg: fmt.Sprintf("%q is not a namespace name (lower-case letters, digits, '-')", k.Namespace)}
+	}
+	switch k.ImagePullPolicy {
+	case "", "IfNotPresent", "Always", "Never":
+	default:
+		return &Error{Key: "kubernetes.image_pull_policy", Msg: fmt.Sprintf("%q is not one of IfNotPresent, Always, Never", k.ImagePullPolicy)}
+	}
+	if k.Image != "" && k.ImagePullPolicy != "Never" && !pinnedImage.MatchString(k.Image) {
+		return &Error{Key: "kubernetes.image", Msg: fmt.Sprintf("%q is not pinned by digest: name it repo@sha256:<digest> (paddock image build --push REPO prints it), or set image_pull_policy = \"Never\" for an image already on the nodes", k.Image)}
+	}
+	for _, c := range []struct{ key, v string }{{"kubernetes.storage_class", k.StorageClass}, {"kubernetes.runtime_class", k.RuntimeClass}} {
+		if c.v != "" && !dnsSubdomain.MatchString(c.v) {
+			return &Error{Key: c.key, Msg: fmt.Sprintf("%q is not a Kubernetes object name", c.v)}
+		}
+	}
+	for _, c := range []struct {
+		key string
+		v   int
+	}{{"kubernetes.home_gb", k.HomeGB}, {"kubernetes.workspace_gb", k.WorkspaceGB}} {
+		if c.v < 0 || c.v > 65536 {
+			return &Error{Key: c.key, Msg: fmt.Sprintf("%d is outside 0 (default 10)..65536", c.v)}
+		}
+	}
+	for key, v := range k.NodeSelector {
+		if !labelKey.MatchString(key) || !labelVal.MatchString(v) {
+			return &Error{Key: "kubernetes.node_selector", Msg: fmt.Sprintf("%q = %q is not a label", key, v)}
+		}
+	}
+	for i, t := range k.Tolerations {
+		bad := func(msg string) error {
+			return &Error{Key: "kubernetes.tolerations", Msg: fmt.Sprintf("toleration %d: %s", i+1, msg)}
+		}
+		if t.Key != "" && !labelKey.MatchString(t.Key) {
+			return bad(fmt.Sprintf("key %q is not a label key", t.Key))
+		}
+		switch t.Operator {
+		case "", "Equal":
+			if t.Key == "" {
+				return bad("operator Equal needs a key")
+			}
+		case "Exists":
+			if t.Value != "" {
+				return bad("operator Exists takes no value")
+			}
+		default:
+			return bad(fmt.Sprintf("operator %q is not Equal or Exists", t.Operator))
+		}
+		if !labelVal.MatchString(t.Value) {
+			return bad(fmt.Sprintf("value %q is not a label value", t.Value))
+		}
+		switch t.Effect {
+		case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			return bad(fmt.Sprintf("effect %q is not NoSchedule, PreferNoSchedule or NoExecute", t.Effect))
+		}
+	}
+	return nil
 }

@@ -29,6 +29,11 @@ func TestGoodFile(t *testing.T) {
 	if err != nil || u.Path != "/prefix" {
 		t.Fatalf("upstream %v %v", u, err)
 	}
+	k := cfg.Kubernetes
+	if k.Namespace != "team-a" || k.HomeGB != 20 || k.WorkspaceGB != 0 || k.RuntimeClass != "gvisor" ||
+		k.NodeSelector["paddock.dev/boxes"] != "true" || len(k.Tolerations) != 1 || k.Tolerations[0].Effect != "NoSchedule" {
+		t.Fatalf("kubernetes = %+v", k)
+	}
 }
 
 func TestBadFiles(t *testing.T) {
@@ -45,7 +50,11 @@ func TestBadFiles(t *testing.T) {
 		{"broken_syntax.toml", "", "to end table name"},
 		{"future_version.toml", "version", "reads version 1"},
 		{"bad_format.toml", "log.format", `"xml" is not one of`},
-		{"bad_backend.toml", "sessions.backend", `"vm" is not one of local, docker`},
+		{"bad_backend.toml", "sessions.backend", `"vm" is not one of local, docker, kubernetes`},
+		{"bad_k8s_image.toml", "kubernetes.image", "not pinned by digest"},
+		{"bad_k8s_toleration.toml", "kubernetes.tolerations", "toleration 1: operator Exists takes no value"},
+		{"bad_k8s_namespace.toml", "kubernetes.namespace", "is not a namespace name"},
+		{"bad_k8s_key.toml", "kubernetes.namspace", `did you mean "kubernetes.namespace"`},
 		{"bad_policy.toml", "egress.policies.npm", "never \"*\" alone"},
 		{"bad_relay.toml", "relay[0].prefix", "not shadow the API"},
 	} {

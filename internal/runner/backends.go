@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
+	"github.com/paddockhq/paddock/internal/sandbox/kubernetes"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
 	"github.com/paddockhq/paddock/internal/version"
 )
@@ -37,8 +40,10 @@ func (r *Runner) backend(ctx context.Context, name string) (sandbox.Backend, err
 		// another) and this paddock as its guest.
 		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id,
 			ClaudeVersion: claudecode.PinnedVersion, PaddockVersion: version.String()})
+	case kubernetes.Name:
+		b, err = r.newKubernetes(ctx)
 	default:
-		err = fmt.Errorf("no backend %q (local or docker): %w", name, errdefs.ErrInvalid)
+		err = fmt.Errorf("no backend %q (local, docker or kubernetes): %w", name, errdefs.ErrInvalid)
 	}
 	if err != nil {
 		return nil, err
@@ -85,4 +90,21 @@ func (r *Runner) claudeBinary(ctx context.Context) (string, error) {
 	dir := claudecode.Dir(r.opts.StateDir, claudecode.PinnedVersion)
 	r.log.Info("installing the pinned Claude Code", "version", claudecode.PinnedVersion, "dir", dir)
 	return claudecode.Install(ctx, dir, claudecode.PinnedVersion)
+}
+
+// newKubernetes opens the kubernetes backend from [kubernetes].
+func (r *Runner) newKubernetes(ctx context.Context) (sandbox.Backend, error) {
+	c := r.opts.Config.Kubernetes
+	if c.Image == "" {
+		return nil, fmt.Errorf("the kubernetes backend needs kubernetes.image in the Runner's config: push the box image with `paddock image build --push REPO` and name the REPO@sha256:… it prints: %w", errdefs.ErrInvalid)
+	}
+	tol := make([]corev1.Toleration, 0, len(c.Tolerations))
+	for _, t := range c.Tolerations {
+		tol = append(tol, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+			Effect: corev1.TaintEffect(t.Effect)})
+	}
+	return kubernetes.New(ctx, kubernetes.Config{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace,
+		Owner: r.id, Image: c.Image, ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), StorageClass: c.StorageClass,
+		HomeSize: int64(c.HomeGB) << 30, WorkspaceSize: int64(c.WorkspaceGB) << 30, RuntimeClass: c.RuntimeClass,
+		NodeSelector: c.NodeSelector, Tolerations: tol, UnsafeUnenforcedNetworkPolicy: c.UnsafeUnenforcedNetworkPolicy})
 }

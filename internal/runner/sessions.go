@@ -355,6 +355,9 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err != nil {
 		return session.Session{}, err
 	}
+	if mode == session.ModeDirect && be.Capabilities(ctx).ProxyOnly {
+		return session.Session{}, fmt.Errorf("the %s backend runs proxy-mode sessions only: nothing in it may ever hold your credential; leave out --credential-mode direct: %w", req.Backend, errdefs.ErrForbidden)
+	}
 	if mode == session.ModeDirect && cred.Kind != credential.KindOAuth {
 		return session.Session{}, fmt.Errorf("credential mode direct passes a setup token (oauth) into the box; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
 	}
@@ -1062,7 +1065,7 @@ func (r *Runner) Prune(ctx context.Context, volumes bool) (api.PruneResult, erro
 	}
 	var res api.PruneResult
 	var errs []error
-	for _, name := range []string{"local", "docker"} {
+	for _, name := range []string{"local", "docker", "kubernetes"} {
 		be, err := r.pruneBackend(ctx, name)
 		if err != nil {
 			continue // a backend this host cannot run has nothing to prune
