@@ -108,6 +108,7 @@ func New(opts Options) (_ *Runner, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	quietKlog(opts.Log)
 	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
 		egressConns: newChanListener(), policies: map[string]*egress.Policy{},
 		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},

@@ -23,6 +23,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/image"
 	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
@@ -471,7 +472,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		r.fail(s, "connect to box: "+err.Error())
 		return err
 	}
-	if err := r.selfTest(link, s); err != nil {
+	if err := r.selfTest(ctx, link, s); err != nil {
 		link.Close()
 		r.fail(s, err.Error())
 		_ = be.Stop(ctx, s.BoxID, sandbox.StopOptions{})
@@ -663,32 +664,26 @@ exec "$@"`
 
 // selfTest runs `paddock guest selftest` in the box before claude starts:
 // the session fails, with the failed checks as its reason, if the posture
-// leaks.
-func (r *Runner) selfTest(link *Link, s *session.Session) error {
+// leaks. A box on a pod network (Capabilities.PodNetwork) proves instead
+// that its interface reaches nothing.
+func (r *Runner) selfTest(ctx context.Context, link *Link, s *session.Session) error {
 	args := []string{"guest", "selftest"}
 	if s.Egress != session.EgressOffline {
 		args = append(args, "--proxy", BoxEgressAddr)
+	}
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		return err
+	}
+	if be.Capabilities(ctx).PodNetwork {
+		args = append(args, "--pod-network")
 	}
 	out, code, err := runIn(link.Client, []string{"PATH=/opt/paddock/bin:/usr/local/bin:/usr/bin:/bin"}, nil, "paddock", args...)
 	if err != nil {
 		return fmt.Errorf("egress self-test: %w", err)
 	}
 	if code != 0 {
-		var failed []string
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			var c struct {
-				Name   string `json:"name"`
-				OK     bool   `json:"ok"`
-				Detail string `json:"detail"`
-			}
-			if json.Unmarshal([]byte(l), &c) == nil && !c.OK {
-				failed = append(failed, c.Name+": "+c.Detail)
-			}
-		}
-		if len(failed) == 0 {
-			failed = append(failed, strings.TrimSpace(out))
-		}
-		return fmt.Errorf("egress self-test failed in the box, claude not started: %s", strings.Join(failed, "; "))
+		return fmt.Errorf("egress self-test failed in the box, claude not started: %s", guest.Failed(out))
 	}
 	return nil
 }

@@ -180,6 +180,11 @@ type Capabilities struct {
 	// (kubernetes: nothing in the cluster ever does). The Runner refuses a
 	// direct-mode session on such a backend.
 	ProxyOnly bool
+	// PodNetwork: a box has its cluster's network (a Kubernetes pod's
+	// interface and routes) instead of loopback alone; the Runner's
+	// self-test then proves that it reaches nothing
+	// (`paddock guest selftest --pod-network`).
+	PodNetwork bool
 }
 
 // Backend creates, starts, stops and removes boxes of one kind. Methods are

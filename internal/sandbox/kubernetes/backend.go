@@ -84,7 +84,7 @@ func (b *Backend) Name() string { return Name }
 // limits; a pod has no pids limit of its own (podSpec).
 func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
 	return sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, MemoryLimit: true, CPULimit: true,
-		SurvivesRunnerRestart: true, Runtime: b.cfg.RuntimeClass, ProxyOnly: true}
+		SurvivesRunnerRestart: true, Runtime: b.cfg.RuntimeClass, ProxyOnly: true, PodNetwork: true}
 }
 
 // pidsNote is on every box: what the backend cannot enforce.
