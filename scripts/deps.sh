@@ -6,7 +6,9 @@
 #     backend), debootstrap (the base `paddock image build` makes), chromium (the web page test),
 #     nginx-light (the reference proxy in the benchmark), docker-registry (a
 #     registry on loopback, to pull a base by digest in a test; no service is started),
-#     systemd (systemd-analyze checks the unit file)
+#     systemd (systemd-analyze checks the unit file), etcd-server,
+#     etcd-client and containernetworking-plugins (the Kubernetes test
+#     cluster; its containerd, ctr and runc come with docker.io)
 #   - Go at go.mod's version in /usr/local/go, when it is not there
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
@@ -14,6 +16,9 @@
 #   tests build the image with `paddock image build`'s code, which keeps
 #   the debootstrapped tree in /var/cache/paddock/rootfs-<suite>-<recipe>)
 #   - staticcheck into /var/cache/paddock/bin
+#   - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
+#     (scripts/k8s-bins.sh) into /var/cache/paddock/k8s/<version>/bin:
+#     10-14 minutes the first time, nothing after
 # Usage: scripts/deps.sh [--no-apt]
 set -euo pipefail
 
@@ -25,9 +30,11 @@ export PATH="/usr/local/go/bin:$PATH:$CACHE/bin"
 say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
 # Debian packages (systemd: for systemd-analyze, which checks the unit
-# file). Node.js and npm: only when missing (a newer node from
-# elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry)
+# file; etcd and the CNI plugins: the Kubernetes test cluster, which runs
+# docker.io's containerd and runc). Node.js and npm: only when missing (a
+# newer node from elsewhere is kept).
+pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry
+  etcd-server etcd-client containernetworking-plugins)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch
 # that toolchain (below).
@@ -106,4 +113,8 @@ if ! "$CACHE/bin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERS
   say "go install staticcheck@$STATICCHECK_VERSION"
   GOBIN="$CACHE/bin" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
+# The Kubernetes test cluster's binaries (cached by version), and the
+# containerd client it imports images with.
+command -v ctr >/dev/null 2>&1 || { say "ctr is missing (it comes with containerd, a dependency of docker.io)"; exit 1; }
+scripts/k8s-bins.sh
 say "ready"
