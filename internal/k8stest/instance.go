@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
 // instance is one run of the cluster on this host: its directory,
@@ -467,6 +469,10 @@ state = %q
 		"podLogsDir":      in.path("pod-logs"),
 		"resolvConf":      in.path("resolv.conf"),
 		"volumePluginDir": in.path("volume-plugins"),
+		// A pod has no pids limit of its own in Kubernetes: the node's
+		// podPidsLimit bounds every pod. As an owner running boxes should,
+		// the test node sets paddock's default box limit.
+		"podPidsLimit": sandbox.DefaultLimits.Pids,
 		// Nothing attaches volumes here (no attach/detach controller runs).
 		"enableControllerAttachDetach": false,
 		// Images come from ImportImage and no registry: never collect them.

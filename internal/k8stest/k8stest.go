@@ -80,7 +80,9 @@ const StorageClassName = "paddock-test"
 type Cluster struct {
 	// Kubeconfig is the path of an admin (system:masters) kubeconfig file.
 	Kubeconfig string
-	// Node is the node's name (NodeName).
+	// Node is the node's name (NodeName). Its kubelet bounds each pod's
+	// processes to sandbox.DefaultLimits.Pids (podPidsLimit: Kubernetes has
+	// no pids limit per pod).
 	Node string
 	// StorageClass is the default StorageClass. A claim of it is bound
 	// within a second or so to a new hostPath volume of the size it asks

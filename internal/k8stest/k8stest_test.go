@@ -28,6 +28,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
@@ -84,6 +85,9 @@ func TestCluster(t *testing.T) {
 	runPod(ctx, t, cs, boxPod(ns, "box-1", imagetest.Tag, "home"))
 	t.Logf("pod create → Running: %v", time.Since(t0).Round(time.Millisecond))
 
+	if got := podPidsMax(t, c, ns, "box-1"); got != strconv.FormatInt(sandbox.DefaultLimits.Pids, 10) {
+		t.Errorf("the pod's pids.max is %q, want the node's podPidsLimit %d", got, sandbox.DefaultLimits.Pids)
+	}
 	out, _ := execIn(ctx, t, c, ns, "box-1", nil, "id", "-u")
 	if out != "1000\n" {
 		t.Errorf("id -u in the pod = %q, want 1000", out)
@@ -404,6 +408,29 @@ func newNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface) st
 		return err == nil
 	})
 	return n.Name
+}
+
+// podPidsMax reads the pids.max of a pod's cgroup (the kubelet's pod
+// level, under the QoS class's group unless the pod is Guaranteed).
+func podPidsMax(t *testing.T, c *Cluster, ns, name string) string {
+	t.Helper()
+	p, err := c.Clientset().CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range c.in.hs {
+		pod := "pod" + string(p.UID)
+		for _, pat := range []string{"kubepods/*/" + pod, "kubepods/" + pod} {
+			if m, _ := filepath.Glob(filepath.Join(h.mount, c.in.cgroup, pat, "pids.max")); len(m) == 1 {
+				b, err := os.ReadFile(m[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	return "no pids cgroup for the pod"
 }
 
 // newClaim makes a ReadWriteOnce claim of size; class "" leaves the
