@@ -24,8 +24,10 @@ import (
 	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/k8stest"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
+	"github.com/paddockhq/paddock/internal/sandbox/kubernetes"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
@@ -45,6 +47,11 @@ type env struct {
 	mu    sync.Mutex
 	serve *exec.Cmd
 	log   *testenv.Buffer
+
+	// kube, when set, is the test cluster the Runner's [kubernetes]
+	// backend uses, in namespace kubeNS.
+	kube   *k8stest.Cluster
+	kubeNS string
 }
 
 // newEnv starts a Runner with the e2e configuration and any extra TOML
@@ -223,7 +230,16 @@ func (e *env) backends() map[string]sandbox.Backend {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { db.Close() })
-	return map[string]sandbox.Backend{"local": lb, "docker": db}
+	bes := map[string]sandbox.Backend{"local": lb, "docker": db}
+	if e.kube != nil {
+		kb, err := kubernetes.NewFromREST(context.Background(), kubernetes.Config{Namespace: e.kubeNS, Owner: h.ID,
+			Image: imagetest.Tag, ImagePullPolicy: "Never", UnsafeUnenforcedNetworkPolicy: true}, e.kube.RESTConfig())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		bes["kubernetes"] = kb
+	}
+	return bes
 }
 
 // objectsOf lists every labelled object of a session on every backend.

@@ -160,6 +160,12 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// Release stops the process's cluster now, if one runs, and frees the host
+// for other test packages (LockFile); a later Start makes a new one. A
+// package whose Kubernetes tests are a short part of a long run calls it
+// when they end, so that other packages do not wait for the whole run.
+func Release() error { return stopShared() }
+
 // stopShared stops the process's cluster, if any; the next Start makes a
 // new one.
 func stopShared() error {
