@@ -57,8 +57,11 @@ func claudeDirect(b testing.TB, e *env, i int) time.Duration {
 }
 
 func bareStart(b testing.TB, e *env, backend string) time.Duration {
-	if backend == "local" {
+	switch backend {
+	case "local":
 		return sandboxtest.BareBwrap(b)
+	case "kubernetes":
+		return bareKube(b, e)
 	}
 	cli := imagetest.Docker(b)
 	defer cli.Close()
@@ -78,12 +81,14 @@ func (e *env) ready(name string) bool {
 // per backend, against the bare backend start plus the same claude started
 // directly, in one run with the rounds interleaved.
 func BenchmarkSessionPrompt(b *testing.B) {
-	e := newEnv(b)
+	e := newKubeEnv(b)
 	const rounds = 5
 	type row struct{ create, wake, bare, direct []time.Duration }
 	// Each backend without and with a host workspace (its idmapped view,
-	// host code read-only: made at each start, taken off at each stop).
-	kinds := []string{"local", "docker", "local+workspace", "docker+workspace"}
+	// host code read-only: made at each start, taken off at each stop);
+	// kubernetes on the test cluster (its bare start: a pod of the image
+	// running /bin/true).
+	kinds := []string{"local", "docker", "kubernetes", "local+workspace", "docker+workspace"}
 	rows := map[string]*row{}
 	for _, k := range kinds {
 		rows[k] = &row{}

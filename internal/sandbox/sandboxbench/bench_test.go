@@ -1,6 +1,7 @@
 // Package sandboxbench measures boxes side by side with the bare backend
 // in one run: create → guest ready against a bare bwrap /bin/true and a
-// bare container of the same image running /bin/true; and the channel's
+// bare container of the same image running /bin/true, and (kubernetes, on
+// the test cluster) a bare pod of that image running /bin/true; and the channel's
 // round trip and throughput against a direct loopback TCP connection.
 package sandboxbench
 
@@ -15,17 +16,25 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
+	"github.com/paddockhq/paddock/internal/k8stest"
 	"github.com/paddockhq/paddock/internal/perf"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
+	"github.com/paddockhq/paddock/internal/sandbox/kubernetes"
 	"github.com/paddockhq/paddock/internal/sandbox/local"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 const rounds = 8
+
+// TestMain stops the test cluster BenchmarkBoxStart starts.
+func TestMain(m *testing.M) { k8stest.Main(m) }
 
 // paddockStart creates and starts a box and waits for its guest's answer.
 func paddockStart(b *testing.B, be sandbox.Backend, session string) (time.Duration, func()) {
@@ -66,7 +75,21 @@ func BenchmarkBoxStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var bareL, padL, bareD, padD []time.Duration
+	// The kubernetes backend on the test cluster, the image imported into
+	// its containerd (pulled Never), in a namespace of the run's own.
+	kc := k8stest.Start(b)
+	kc.ImportImage(b, imagetest.Tag)
+	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1_000_000_000)
+	if _, err := kc.Clientset().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	defer kc.Clientset().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) //nolint:errcheck
+	kb, err := kubernetes.NewFromREST(context.Background(), kubernetes.Config{Namespace: ns, Owner: testenv.UniqueOwner(b), Image: imagetest.Tag,
+		ImagePullPolicy: corev1.PullNever, UnsafeUnenforcedNetworkPolicy: true}, kc.RESTConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bareL, padL, bareD, padD, bareK, padK []time.Duration
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
 			bareL = append(bareL, sandboxtest.BareBwrap(b))
@@ -77,13 +100,17 @@ func BenchmarkBoxStart(b *testing.B) {
 			d, done = paddockStart(b, db, fmt.Sprintf("bench-d-%d-%d", i, r))
 			padD = append(padD, d)
 			done()
+			bareK = append(bareK, sandboxtest.BareKube(b, kc.Clientset(), ns, imagetest.Tag))
+			d, done = paddockStart(b, kb, fmt.Sprintf("bench-k-%d-%d", i, r))
+			padK = append(padK, d)
+			done()
 		}
 	}
 	t := perf.Table{Title: "Box create → guest ready vs bare backend start (ms)", Header: []string{"backend", "bare p50", "paddock p50", "added p50", "bare p90", "paddock p90"}}
 	for _, row := range []struct {
 		name      string
 		bare, pad []time.Duration
-	}{{"local (bwrap)", bareL, padL}, {"docker", bareD, padD}} {
+	}{{"local (bwrap)", bareL, padL}, {"docker", bareD, padD}, {"kubernetes (test cluster)", bareK, padK}} {
 		b50, p50 := perf.Pct(row.bare, .5), perf.Pct(row.pad, .5)
 		t.Add(row.name, perf.MS(b50), perf.MS(p50), perf.MS(p50-b50), perf.MS(perf.Pct(row.bare, .9)), perf.MS(perf.Pct(row.pad, .9)))
 		b.ReportMetric(float64((p50-b50).Microseconds())/1000, "added-ms/"+row.name[:5])

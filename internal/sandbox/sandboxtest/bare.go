@@ -2,12 +2,16 @@ package sandboxtest
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // BareBwrap is the baseline of the local backend's start: bubblewrap with
@@ -48,4 +52,39 @@ func BareDocker(tb testing.TB, cli *client.Client, img string) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Since(t0)
+}
+
+// BareKube is the baseline of the kubernetes backend's start: a pod of img
+// (already on the node) running sleep in namespace ns, from create to
+// Running (its container started: the point from which a box's guest
+// starts serving). Waiting for a /bin/true pod to be Succeeded would add
+// the kubelet's status reporting, which a box's start does not wait for.
+// The pod is deleted after the clock stops.
+func BareKube(tb testing.TB, cs kubernetes.Interface, ns, img string) time.Duration {
+	tb.Helper()
+	ctx := context.Background()
+	pods := cs.CoreV1().Pods(ns)
+	name := fmt.Sprintf("bare-%d", time.Now().UnixNano())
+	no, zero := false, int64(0)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &zero,
+		Containers: []corev1.Container{{Name: "bare", Image: img, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}}}
+	t0 := time.Now()
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	defer pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) //nolint:errcheck
+	for deadline := t0.Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			return time.Since(t0)
+		}
+		if err == nil && p.Status.Phase == corev1.PodFailed || time.Now().After(deadline) {
+			var st any = err
+			if err == nil {
+				st = p.Status
+			}
+			tb.Fatalf("bare pod %s did not run: %+v", name, st)
+		}
+	}
 }
