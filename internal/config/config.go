@@ -166,6 +166,11 @@ type Kubernetes struct {
 	// HomeGB and WorkspaceGB size the claims (0 = 10).
 	HomeGB      int `toml:"home_gb"`
 	WorkspaceGB int `toml:"workspace_gb"`
+	// CPURequest and MemoryRequestMB are what the scheduler reserves for
+	// each box (0 = 0.1 CPU and 256 MiB; never above the session's limits,
+	// sessions.cpus and sessions.memory_mb).
+	CPURequest      float64 `toml:"cpu_request"`
+	MemoryRequestMB int     `toml:"memory_request_mb"`
 	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pods.
 	RuntimeClass string `toml:"runtime_class"`
 	// NodeSelector and Tolerations place the pods.
@@ -355,6 +360,7 @@ var known = []string{
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"kubernetes.kubeconfig", "kubernetes.context", "kubernetes.namespace", "kubernetes.image", "kubernetes.image_pull_policy",
 	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime_class",
+	"kubernetes.cpu_request", "kubernetes.memory_request_mb",
 	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
@@ -654,6 +660,12 @@ func (k *Kubernetes) validate() error {
 		if c.v < 0 || c.v > 65536 {
 			return &Error{Key: c.key, Msg: fmt.Sprintf("%d is outside 0 (default 10)..65536", c.v)}
 		}
+	}
+	if k.CPURequest < 0 || k.CPURequest > 1024 {
+		return &Error{Key: "kubernetes.cpu_request", Msg: fmt.Sprintf("%g is outside 0 (default 0.1)..1024", k.CPURequest)}
+	}
+	if k.MemoryRequestMB < 0 || k.MemoryRequestMB > 1<<20 {
+		return &Error{Key: "kubernetes.memory_request_mb", Msg: fmt.Sprintf("%d is outside 0 (default 256)..1048576", k.MemoryRequestMB)}
 	}
 	for key, v := range k.NodeSelector {
 		if !labelKey.MatchString(key) || !labelVal.MatchString(v) {

@@ -30,7 +30,7 @@ func TestGoodFile(t *testing.T) {
 		t.Fatalf("upstream %v %v", u, err)
 	}
 	k := cfg.Kubernetes
-	if k.Namespace != "team-a" || k.HomeGB != 20 || k.WorkspaceGB != 0 || k.RuntimeClass != "gvisor" ||
+	if k.Namespace != "team-a" || k.HomeGB != 20 || k.CPURequest != 0.5 || k.MemoryRequestMB != 512 || k.WorkspaceGB != 0 || k.RuntimeClass != "gvisor" ||
 		k.NodeSelector["paddock.dev/boxes"] != "true" || len(k.Tolerations) != 1 || k.Tolerations[0].Effect != "NoSchedule" {
 		t.Fatalf("kubernetes = %+v", k)
 	}
@@ -54,6 +54,7 @@ func TestBadFiles(t *testing.T) {
 		{"bad_k8s_image.toml", "kubernetes.image", "not pinned by digest"},
 		{"bad_k8s_toleration.toml", "kubernetes.tolerations", "toleration 1: operator Exists takes no value"},
 		{"bad_k8s_namespace.toml", "kubernetes.namespace", "is not a namespace name"},
+		{"bad_k8s_request.toml", "kubernetes.cpu_request", "-1 is outside"},
 		{"bad_k8s_key.toml", "kubernetes.namspace", `did you mean "kubernetes.namespace"`},
 		{"bad_policy.toml", "egress.policies.npm", "never \"*\" alone"},
 		{"bad_relay.toml", "relay[0].prefix", "not shadow the API"},

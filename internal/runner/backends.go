@@ -106,5 +106,6 @@ func (r *Runner) newKubernetes(ctx context.Context) (sandbox.Backend, error) {
 	return kubernetes.New(ctx, kubernetes.Config{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace,
 		Owner: r.id, Image: c.Image, ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), StorageClass: c.StorageClass,
 		HomeSize: int64(c.HomeGB) << 30, WorkspaceSize: int64(c.WorkspaceGB) << 30, RuntimeClass: c.RuntimeClass,
-		NodeSelector: c.NodeSelector, Tolerations: tol, UnsafeUnenforcedNetworkPolicy: c.UnsafeUnenforcedNetworkPolicy})
+		NodeSelector: c.NodeSelector, Tolerations: tol, UnsafeUnenforcedNetworkPolicy: c.UnsafeUnenforcedNetworkPolicy,
+		Requests: sandbox.Limits{CPUs: c.CPURequest, MemoryBytes: int64(c.MemoryRequestMB) << 20}})
 }
