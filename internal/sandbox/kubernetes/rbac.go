@@ -12,6 +12,7 @@ var apiCalls = []apiCall{
 	{"", "pods", "delete"}, // Stop, Remove, prune
 	{"", "pods", "get"},    // Start's wait, Inspect, Connect
 	{"", "pods", "list"},   // List
+	{"", "pods", "watch"},  // Start's wait for Running
 	// The exec stream; over WebSocket it is a GET that the API server
 	// authorizes as create (1.31+).
 	{"", "pods/exec", "create"},

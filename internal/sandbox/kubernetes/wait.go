@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -19,28 +20,85 @@ import (
 // that may not pull, a bad spec) or that ended fails at once; one that
 // stays Pending fails at the timeout. Either error names why, from the
 // pod's conditions and container states, its claims and its events.
+//
+// It watches the pod (from the version it read) rather than polling, so it
+// returns as soon as the kubelet reports the container started; a watch
+// that ends early (the API server closes watches now and then) is opened
+// again after a fresh read.
 func (b *Backend) waitRunning(ctx context.Context, session string) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.StartTimeout)
 	defer cancel()
 	pods := b.cs.CoreV1().Pods(b.cfg.Namespace)
+	name := boxName(session)
+	// check says whether pod settles the wait: nil error and done when it
+	// runs, an error when it cannot.
+	check := func(pod *corev1.Pod) (bool, error) {
+		if running(pod) {
+			return true, nil
+		}
+		if reason, fatal := podTrouble(pod); fatal {
+			return true, fmt.Errorf("the pod of session %s cannot run: %s: %w", session, reason, errdefs.ErrUnavailable)
+		}
+		return false, nil
+	}
+	var pod *corev1.Pod
 	for {
-		pod, err := pods.Get(ctx, boxName(session), metav1.GetOptions{})
+		got, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
 			return mapErr("the box's pod", err)
 		}
 		if err == nil {
-			if running(pod) {
-				return nil
+			pod = got
+			if done, err := check(pod); done {
+				return err
 			}
-			if reason, fatal := podTrouble(pod); fatal {
-				return fmt.Errorf("the pod of session %s cannot run: %s: %w", session, reason, errdefs.ErrUnavailable)
+			w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+				ResourceVersion: pod.ResourceVersion})
+			if err == nil {
+				done, err := watchUntil(ctx, w.ResultChan(), check, &pod)
+				w.Stop()
+				if done {
+					return err
+				}
+				continue // read again: the watch ended, or it is time to
 			}
 		}
 		select {
 		case <-ctx.Done():
 			why := b.whyPending(context.WithoutCancel(ctx), session, pod)
 			return fmt.Errorf("the pod of session %s is not running after %v: %s: %w", session, b.cfg.StartTimeout, why, errdefs.ErrUnavailable)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond): // no pod yet, or no watch
+		}
+	}
+}
+
+// resyncEvery bounds how long waitRunning trusts one watch before it reads
+// the pod again (a watch that missed an event, as one replayed from a
+// version the API server no longer keeps may, costs at most this).
+const resyncEvery = 2 * time.Second
+
+// watchUntil follows a pod's watch events until check settles the wait
+// (done, with check's error), the watch ends, resyncEvery passes or ctx
+// ends (not done). *pod is the latest pod seen.
+func watchUntil(ctx context.Context, events <-chan watch.Event, check func(*corev1.Pod) (bool, error), pod **corev1.Pod) (bool, error) {
+	resync := time.NewTimer(resyncEvery)
+	defer resync.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return false, nil
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				*pod = p
+				if done, err := check(p); done {
+					return true, err
+				}
+			}
+		case <-resync.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, nil
 		}
 	}
 }
