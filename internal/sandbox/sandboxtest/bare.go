@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -54,22 +55,41 @@ func BareDocker(tb testing.TB, cli *client.Client, img string) time.Duration {
 	return time.Since(t0)
 }
 
-// BareKube is the baseline of the kubernetes backend's start: a pod of img
-// (already on the node) running sleep in namespace ns, from create to
-// Running (its container started: the point from which a box's guest
-// starts serving). Waiting for a /bin/true pod to be Succeeded would add
-// the kubelet's status reporting, which a box's start does not wait for.
-// The pod is deleted after the clock stops.
+// BareKube is the baseline of the kubernetes backend's start: what a box
+// needs of the cluster and nothing of paddock — two new claims of the
+// default StorageClass (a box's home and workspace) and a pod of img
+// (already on the node) mounting them and running sleep, in namespace ns,
+// from the first create to the pod Running (its container started: the
+// point from which a box's guest serves). Waiting for a /bin/true pod to
+// be Succeeded would add the kubelet's status reporting, which a box's
+// start does not wait for. Everything is deleted after the clock stops.
 func BareKube(tb testing.TB, cs kubernetes.Interface, ns, img string) time.Duration {
 	tb.Helper()
 	ctx := context.Background()
-	pods := cs.CoreV1().Pods(ns)
+	pods, pvcs := cs.CoreV1().Pods(ns), cs.CoreV1().PersistentVolumeClaims(ns)
 	name := fmt.Sprintf("bare-%d", time.Now().UnixNano())
 	no, zero := false, int64(0)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no, TerminationGracePeriodSeconds: &zero,
 		Containers: []corev1.Container{{Name: "bare", Image: img, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}}}
+	var claims []string
+	for _, v := range []string{"home", "workspace"} {
+		claim := name + "-" + v
+		claims = append(claims, claim)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v, MountPath: "/mnt/" + v})
+	}
 	t0 := time.Now()
+	for _, claim := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if _, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+		defer pvcs.Delete(ctx, claim, metav1.DeleteOptions{}) //nolint:errcheck
+	}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
