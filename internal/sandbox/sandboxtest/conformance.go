@@ -405,6 +405,14 @@ func isolation(t *testing.T, s Setup) {
 		}
 		return nil
 	})
+	// No credential of a cluster (kubernetes: no service account token
+	// mounted, no service links naming the API server).
+	probe("NoServiceAccountToken", `for p in /var/run/secrets /run/secrets; do test -e $p && echo "FOUND $p"; done; env | grep -E '^KUBERNETES_(SERVICE|PORT)' ; echo done`, func(out, _ string, _ int) error {
+		if strings.TrimSpace(out) != "done" {
+			return fmt.Errorf("a cluster credential or address is in the box: %q", out)
+		}
+		return nil
+	})
 	probe("NoOutsideConnect", `exec 3<>/dev/tcp/1.1.1.1/80 2>/dev/null && echo CONNECTED; echo done`, func(out, _ string, _ int) error {
 		if strings.Contains(out, "CONNECTED") {
 			return fmt.Errorf("connected outside")
