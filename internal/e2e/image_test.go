@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/image"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
@@ -32,30 +34,20 @@ import (
 // the docker backend checks. A second run reuses everything and gives the
 // same image.
 func TestImageBuildNoFlags(t *testing.T) {
-	testenv.Root(t)
-	bin := testenv.PaddockBinary(t)
-	cli := imagetest.Docker(t)
-	defer cli.Close()
+	bin, cli, base := imageSetup(t)
 	ctx := context.Background()
-	base, err := imagetest.Base(ctx, cli, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(testenv.TraversableTempDir(t), "state")
 	build := func() (id, progress string) {
 		t.Helper()
-		var out, errb bytes.Buffer
-		cmd := exec.Command(bin, "--state-dir", dir, "image", "build")
-		cmd.Env = os.Environ() // the user's: npm may need its CA or proxy settings
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("paddock image build: %v\n%s%s", err, out.String(), errb.String())
+		out, progress, err := imageBuild(bin, dir, nil)
+		if err != nil {
+			t.Fatalf("paddock image build: %v\n%s%s", err, out, progress)
 		}
-		id = strings.TrimSpace(out.String())
+		id = strings.TrimSpace(out)
 		if !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(id) {
 			t.Fatalf("stdout is %q, not the image id", id)
 		}
-		return id, errb.String()
+		return id, progress
 	}
 	id, progress := build()
 	spec := image.DefaultBase()
@@ -112,15 +104,8 @@ func inOrder(t *testing.T, s string, want ...string) {
 // registry is Debian's docker-registry on loopback, holding the base
 // paddock made; a tag or an unknown local id is refused.
 func TestImageBuildPullsBase(t *testing.T) {
-	testenv.Root(t)
-	bin := testenv.PaddockBinary(t)
-	cli := imagetest.Docker(t)
-	defer cli.Close()
+	bin, cli, base := imageSetup(t)
 	ctx := context.Background()
-	base, err := imagetest.Base(ctx, cli, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	addr := startRegistry(t)
 	dir := testenv.TraversableTempDir(t)
 	docker := func(args ...string) string {
@@ -156,12 +141,7 @@ func TestImageBuildPullsBase(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", ref, "paddock-test/pulled:1").Run() })
 
 	run := func(args ...string) (string, string, error) {
-		var out, errb bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"--state-dir", filepath.Join(dir, "state"), "image", "build"}, args...)...)
-		cmd.Env = os.Environ()
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		return out.String(), errb.String(), err
+		return imageBuild(bin, filepath.Join(dir, "state"), nil, args...)
 	}
 	out, progress, err := run("--base", ref, "--tag", "paddock-test/pulled:1")
 	if err != nil {
@@ -226,30 +206,21 @@ func startRegistry(t *testing.T) string {
 // REPO:claude-<version> and prints REPO@sha256:<digest>, a name another
 // machine pulls exactly that image by.
 func TestImageBuildPush(t *testing.T) {
-	testenv.Root(t)
-	bin := testenv.PaddockBinary(t)
-	cli := imagetest.Docker(t)
-	defer cli.Close()
-	ctx := context.Background()
-	if _, err := imagetest.Base(ctx, cli, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	bin, _, _ := imageSetup(t)
 	repo := startRegistry(t) + "/team/paddock-box"
 	dir := testenv.TraversableTempDir(t)
-	var out, errb bytes.Buffer
-	cmd := exec.Command(bin, "--state-dir", filepath.Join(dir, "state"), "image", "build", "--tag", "paddock-test/pushed:1", "--push", repo)
 	// No Docker CLI login: an anonymous push, as to this registry.
-	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(dir, "docker-config"))
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("image build --push: %v\n%s%s", err, out.String(), errb.String())
+	out, progress, err := imageBuild(bin, filepath.Join(dir, "state"), []string{"DOCKER_CONFIG=" + filepath.Join(dir, "docker-config")},
+		"--tag", "paddock-test/pushed:1", "--push", repo)
+	if err != nil {
+		t.Fatalf("image build --push: %v\n%s%s", err, out, progress)
 	}
-	pinned := strings.TrimSpace(out.String())
+	pinned := strings.TrimSpace(out)
 	if !regexp.MustCompile("^" + regexp.QuoteMeta(repo) + "@sha256:[0-9a-f]{64}$").MatchString(pinned) {
 		t.Fatalf("stdout is %q, not %s@sha256:<digest>", pinned, repo)
 	}
 	tag := repo + ":claude-" + claudecode.PinnedVersion
-	inOrder(t, errb.String(), "ok: paddock-test/pushed:1 is ", "pushing "+tag+"\n", "claude-"+claudecode.PinnedVersion+": digest: sha256:", "pushed: "+pinned+"\n")
+	inOrder(t, progress, "ok: paddock-test/pushed:1 is ", "pushing "+tag+"\n", "claude-"+claudecode.PinnedVersion+": digest: sha256:", "pushed: "+pinned+"\n")
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", tag, "paddock-test/pushed:1").Run() })
 	// The registry serves that manifest under that digest.
 	digest := pinned[strings.Index(pinned, "@")+1:]
@@ -264,8 +235,35 @@ func TestImageBuildPush(t *testing.T) {
 		t.Fatalf("the registry answers %d, digest %q, for %s", resp.StatusCode, resp.Header.Get("Docker-Content-Digest"), pinned)
 	}
 	// A tag with --push is refused before anything is built.
-	cmd = exec.Command(bin, "--state-dir", filepath.Join(dir, "state"), "image", "build", "--push", repo+":v1")
-	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "no tag, no digest") {
-		t.Fatalf("--push with a tag: %v %s", err, b)
+	if _, errs, err := imageBuild(bin, filepath.Join(dir, "state"), nil, "--push", repo+":v1"); err == nil || !strings.Contains(errs, "no tag, no digest") {
+		t.Fatalf("--push with a tag: %v %s", err, errs)
 	}
+}
+
+// imageSetup is what the image tests need: root, the paddock binary, a
+// Docker client (closed with the test) and the id of the base paddock
+// makes (made now if the store lacks it).
+func imageSetup(t *testing.T) (bin string, cli *client.Client, base string) {
+	t.Helper()
+	testenv.Root(t)
+	bin = testenv.PaddockBinary(t)
+	cli = imagetest.Docker(t)
+	t.Cleanup(func() { cli.Close() })
+	base, err := imagetest.Base(context.Background(), cli, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, cli, base
+}
+
+// imageBuild runs `paddock --state-dir dir image build args…` as a user
+// does, in the test's environment (npm may need its CA or proxy settings)
+// plus env, and returns its standard output and error.
+func imageBuild(bin, dir string, env []string, args ...string) (stdout, stderr string, err error) {
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--state-dir", dir, "image", "build"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
 }
