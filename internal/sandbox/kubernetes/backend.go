@@ -48,7 +48,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 			&clientcmd.ConfigOverrides{CurrentContext: cfg.Context}).ClientConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes backend: no cluster to reach (kubeconfig %q): %v: %w", cfg.Kubeconfig, err, errdefs.ErrInvalid)
+		return nil, fmt.Errorf("kubernetes backend: no cluster to reach (kubeconfig %q): %v; set kubernetes.kubeconfig in the Runner's config to a kubeconfig for your cluster (docs/BACKENDS.md), or run the Runner in a pod for the in-cluster config: %w", cfg.Kubeconfig, err, errdefs.ErrInvalid)
 	}
 	return NewFromREST(ctx, cfg, rc)
 }
