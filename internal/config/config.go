@@ -44,9 +44,55 @@ type Config struct {
 	Kubernetes Kubernetes `toml:"kubernetes"`
 	Egress     Egress     `toml:"egress"`
 	Web        Web        `toml:"web"`
+	API        API        `toml:"api"`
+	Users      Users      `toml:"users"`
 	Credential Credential `toml:"credential"`
 	Relays     []Relay    `toml:"relay"`
 	Notify     Notify     `toml:"notify"`
+}
+
+// API configures who may use the Runner's socket ([api]).
+type API struct {
+	// Group, if set, opens the API socket to this host group (0660): its
+	// members are the Runner's people, each with their own sessions; the
+	// Runner's own user and root are its admins. "" keeps the socket the
+	// Runner's user's alone (0600).
+	Group string `toml:"group"`
+}
+
+// Users sets per-person limits ([users]), beside each session's own; 0
+// means none. Limits overrides them for named users.
+type Users struct {
+	UserLimits
+	Limits map[string]UserLimits `toml:"limits"`
+}
+
+// UserLimits are one person's limits across all their sessions.
+type UserLimits struct {
+	// TokensPerDay caps input plus output tokens per UTC day.
+	TokensPerDay int64 `toml:"tokens_per_day"`
+	// MaxSessions caps sessions running at once (asleep ones don't count).
+	MaxSessions int `toml:"max_sessions"`
+	// MaxStreams caps requests in flight at once, over all sessions.
+	MaxStreams int `toml:"max_streams"`
+}
+
+// For returns the limits of user: the named ones where set, else the
+// defaults, key by key.
+func (u Users) For(user string) UserLimits {
+	l := u.UserLimits
+	if o, ok := u.Limits[user]; ok {
+		if o.TokensPerDay != 0 {
+			l.TokensPerDay = o.TokensPerDay
+		}
+		if o.MaxSessions != 0 {
+			l.MaxSessions = o.MaxSessions
+		}
+		if o.MaxStreams != 0 {
+			l.MaxStreams = o.MaxStreams
+		}
+	}
+	return l
 }
 
 // Notify configures the host command the Runner runs when a session starts
@@ -84,6 +130,10 @@ type Credential struct {
 	RateLimitTier    string `toml:"rate_limit_tier"`
 	// Scopes, space-separated (default: Claude Code's own, user:inference).
 	Scopes string `toml:"scopes"`
+	// FallbackToOwner lets the sessions of a person with no credential of
+	// their own use the owner's (one subscription pays for all). Off, such
+	// a person's sessions are refused until they run paddock credential set.
+	FallbackToOwner bool `toml:"fallback_to_owner"`
 }
 
 // Web configures the Runner's web page.
@@ -363,6 +413,7 @@ var known = []string{
 	"kubernetes.cpu_request", "kubernetes.memory_request_mb",
 	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
+	"credential.fallback_to_owner", "api.group", "users.tokens_per_day", "users.max_sessions", "users.max_streams", "users.limits",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
 }
 
@@ -514,6 +565,20 @@ func (c Config) Validate() error {
 		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {
 			return &Error{Key: "web.listen", Msg: fmt.Sprintf("%q is not a loopback host:port or off", c.Web.Listen)}
 		}
+	}
+	if g := c.API.Group; g != "" && !regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`).MatchString(g) {
+		return &Error{Key: "api.group", Msg: fmt.Sprintf("%q is not a group name", g)}
+	}
+	for name, l := range c.Users.Limits {
+		if !regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,31}$`).MatchString(name) {
+			return &Error{Key: "users.limits", Msg: fmt.Sprintf("%q is not a user name", name)}
+		}
+		if l.TokensPerDay < 0 || l.MaxSessions < 0 || l.MaxStreams < 0 {
+			return &Error{Key: "users.limits." + name, Msg: "limits are 0 (none) or more"}
+		}
+	}
+	if u := c.Users.UserLimits; u.TokensPerDay < 0 || u.MaxSessions < 0 || u.MaxStreams < 0 {
+		return &Error{Key: "users", Msg: "limits are 0 (none) or more"}
 	}
 	if c.Docker.Runtime != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`).MatchString(c.Docker.Runtime) {
 		return &Error{Key: "docker.runtime", Msg: fmt.Sprintf("%q is not a runtime name", c.Docker.Runtime)}

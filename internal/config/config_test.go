@@ -161,3 +161,30 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestUsersAndAPI(t *testing.T) {
+	c, err := Parse("t.toml", []byte("version = 1\n[api]\ngroup = \"paddock\"\n[credential]\nfallback_to_owner = true\n[users]\ntokens_per_day = 1000\nmax_streams = 4\n[users.limits.ann]\nmax_sessions = 2\ntokens_per_day = 50\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.API.Group != "paddock" || !c.Credential.FallbackToOwner {
+		t.Fatalf("%+v %+v", c.API, c.Credential)
+	}
+	if l := c.Users.For("ann"); l.TokensPerDay != 50 || l.MaxSessions != 2 || l.MaxStreams != 4 {
+		t.Fatalf("ann: %+v", l)
+	}
+	if l := c.Users.For("ben"); l.TokensPerDay != 1000 || l.MaxSessions != 0 || l.MaxStreams != 4 {
+		t.Fatalf("ben: %+v", l)
+	}
+	for _, bad := range []string{
+		"[api]\ngroup = \"Bad Group\"",
+		"[users]\nmax_sessions = -1",
+		"[users.limits.\"../x\"]\nmax_sessions = 1",
+		"[users.limits.ann]\ntokens_per_day = -5",
+		"[users]\nmax_session = 1",
+	} {
+		if _, err := Parse("t.toml", []byte("version = 1\n"+bad+"\n")); err == nil {
+			t.Errorf("accepted: %s", bad)
+		}
+	}
+}

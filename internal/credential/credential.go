@@ -118,6 +118,10 @@ type Credential struct {
 	Expires time.Time
 	// Plan is the subscription an OAuth token belongs to, where known.
 	Plan Plan
+	// User is whose credential this is: the host user who stored it (the
+	// Runner's owner for its own). It names, never reveals, the credential
+	// in decision logs and metrics.
+	User string
 }
 
 // Plan describes a subscription, for Claude Code's model defaults.
@@ -169,12 +173,14 @@ type Status struct {
 	// Plan and Expires where known.
 	Plan    Plan       `json:"plan,omitempty"`
 	Expires *time.Time `json:"expires,omitempty"`
+	// User is whose credential it is (Credential.User).
+	User string `json:"user,omitempty"`
 }
 
 // Status returns the printable description of c.
 func (c Credential) Status() Status {
 	sum := sha256.Sum256([]byte(c.Secret.Reveal()))
-	st := Status{Present: true, Kind: c.Kind, Source: c.Source, Fingerprint: hex.EncodeToString(sum[:6]), Length: c.Secret.Len(), Plan: c.Plan}
+	st := Status{Present: true, Kind: c.Kind, Source: c.Source, Fingerprint: hex.EncodeToString(sum[:6]), Length: c.Secret.Len(), Plan: c.Plan, User: c.User}
 	if !c.Expires.IsZero() {
 		e := c.Expires
 		st.Expires = &e

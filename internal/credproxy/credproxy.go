@@ -52,6 +52,7 @@ import (
 	"github.com/paddockhq/paddock/internal/chansession"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
@@ -100,9 +101,13 @@ type Options struct {
 	// each injecting the session's secret for it (RelaySecret).
 	Relays      []Relay
 	RelaySecret func(session, relay string) (secret.Value, bool)
-	// SessionCredential, if set, gives a session's own credential (its
-	// creator's) to use instead of Credential's; ok false means none.
-	SessionCredential func(session string) (credential.Credential, bool)
+	// SessionCredential, if set, picks the credential of each session's
+	// requests instead of Credential: its own, its owner's, or the
+	// Runner's, as the Runner decides. An error refuses the request: 403
+	// (permission_error) when it wraps errdefs.ErrForbidden, else 503;
+	// its message goes to the box, so it must name what to do and never
+	// hold a secret.
+	SessionCredential func(session string) (credential.Credential, error)
 }
 
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
@@ -299,11 +304,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		st.relaySecret = sec
 	}
-	cred, err := p.opts.Credential.Current()
+	var cred credential.Credential
+	var err error
 	if p.opts.SessionCredential != nil {
-		if own, ok := p.opts.SessionCredential(rec.Session); ok {
-			cred, err = own, nil
-		}
+		cred, err = p.opts.SessionCredential(rec.Session)
+	} else {
+		cred, err = p.opts.Credential.Current()
+	}
+	if err != nil && st.relay == nil && errors.Is(err, errdefs.ErrForbidden) {
+		refuse(http.StatusForbidden, anthropic.Permission, err.Error())
+		return
 	}
 	if err != nil && st.relay == nil {
 		// The message names what to do; it never holds a secret.
@@ -323,6 +333,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			logkey.Session, rec.Session, logkey.Kind, string(cred.Kind))
 	}
 	st.cred = cred
+	st.entry.CredentialUser = cred.User
 
 	// Read the whole body before going upstream (see the package doc).
 	body, status, why := p.readBody(w, r)

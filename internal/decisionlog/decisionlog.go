@@ -53,6 +53,9 @@ type Entry struct {
 	CacheCreationTokens int64    `json:"cache_creation_tokens,omitempty"`
 	ToolResultIDs       []string `json:"tool_result_ids,omitempty"`
 	UpstreamRequestID   string   `json:"upstream_request_id,omitempty"`
+	// CredentialUser is whose credential the request went out with: the
+	// host user who stored it (never the credential itself).
+	CredentialUser string `json:"credential_user,omitempty"`
 }
 
 // Sink receives entries. Record must not block for long: it runs at the end
@@ -144,7 +147,7 @@ const (
 // written to). Record does it; a producer that also logs an entry elsewhere
 // calls it first.
 func Clamp(e *Entry) {
-	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID} {
+	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID, &e.CredentialUser} {
 		*f = clamp(*f)
 	}
 	if len(e.ToolResultIDs) > idsMax {

@@ -64,6 +64,7 @@ func appendEntry(b []byte, e *Entry) (_ []byte, ok bool) {
 		b = append(b, ']')
 	}
 	b = optString(b, "upstream_request_id", e.UpstreamRequestID)
+	b = optString(b, "credential_user", e.CredentialUser)
 	return append(b, '}'), true
 }
 

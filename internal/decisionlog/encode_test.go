@@ -23,7 +23,7 @@ func TestAppendEntryMatchesMarshal(t *testing.T) {
 		Addr: "1.2.3.4:443", Rule: "allow", Session: "s1", RequestID: "req_1", Method: "POST", Path: "/v1/messages?beta=true",
 		Decision: "forwarded", Reason: "client went away", Status: 200, BytesIn: 90, BytesOut: 170, DurationMS: 0.123,
 		Model: "claude-x", Stream: true, InputTokens: 3, OutputTokens: 1, CacheReadTokens: 7, CacheCreationTokens: 2,
-		ToolResultIDs: []string{"toolu_1", "toolu_<2>"}, UpstreamRequestID: "req_up"}
+		ToolResultIDs: []string{"toolu_1", "toolu_<2>"}, UpstreamRequestID: "req_up", CredentialUser: "ann"}
 	for _, e := range []Entry{
 		{},
 		full,
@@ -48,7 +48,7 @@ func FuzzAppendEntry(f *testing.F) {
 		e := Entry{Time: time.Unix(0, unixNano).UTC(), Kind: s4, Host: s3, Port: status, Addr: s2, Rule: s1,
 			Session: s1, RequestID: s2, Method: s3, Path: s2, Decision: s1, Reason: s4, Status: status,
 			BytesIn: n, BytesOut: -n, DurationMS: d, Model: s3, Stream: stream, InputTokens: tok,
-			OutputTokens: n, CacheReadTokens: tok, CacheCreationTokens: -tok, UpstreamRequestID: s4}
+			OutputTokens: n, CacheReadTokens: tok, CacheCreationTokens: -tok, UpstreamRequestID: s4, CredentialUser: s1}
 		if s4 != "" {
 			e.ToolResultIDs = []string{s4, s1}
 		}

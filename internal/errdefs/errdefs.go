@@ -16,6 +16,9 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrUnavailable: a dependency (the Runner, a backend, the credential) is missing.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrLimit: a configured limit (a person's sessions, tokens) is reached;
+	// the message names the limit and its key.
+	ErrLimit = errors.New("limit reached")
 
 	// ErrCommandNotFound: a command to run in a box does not exist there
 	// (paddock exec exits 127 for it, as docker exec does).

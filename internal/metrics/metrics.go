@@ -29,6 +29,10 @@ type Metrics struct {
 	tokens   *prometheus.CounterVec
 	egress   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// byUser and userTokens say whose credential paid: the host user who
+	// stored it (bounded by the host's users), never the credential.
+	byUser     *prometheus.CounterVec
+	userTokens *prometheus.CounterVec
 }
 
 // New registers the metrics; sessions feeds the per-state gauge at scrape time.
@@ -43,7 +47,11 @@ func New(sessions Sessions) *Metrics {
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "paddock_proxy_request_duration_seconds",
 		Help:    "Credential proxy request durations (for streams: until the last byte).",
 		Buckets: []float64{.005, .01, .05, .1, .5, 1, 5, 15, 30, 60, 120, 300, 600}}, []string{"route", "stream"})
-	m.reg.MustRegister(m.requests, m.tokens, m.egress, m.duration,
+	m.byUser = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_credential_requests_total",
+		Help: "Credential proxy requests by whose credential they went out with (a host user) and decision."}, []string{"user", "decision"})
+	m.userTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_credential_tokens_total",
+		Help: "Input plus output tokens by whose credential paid for them (a host user)."}, []string{"user"})
+	m.reg.MustRegister(m.requests, m.tokens, m.egress, m.duration, m.byUser, m.userTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sessionCollector{list: sessions, desc: prometheus.NewDesc("paddock_sessions",
 			"Sessions by observed state.", []string{"state"}, nil),
@@ -65,6 +73,12 @@ func (m *Metrics) Record(e decisionlog.Entry) {
 	}
 	route := routeOf(e.Path)
 	m.requests.WithLabelValues(route, e.Decision, strconv.Itoa(e.Status)).Inc()
+	if e.CredentialUser != "" {
+		m.byUser.WithLabelValues(e.CredentialUser, e.Decision).Inc()
+		if n := e.InputTokens + e.OutputTokens; n > 0 {
+			m.userTokens.WithLabelValues(e.CredentialUser).Add(float64(n))
+		}
+	}
 	if e.Decision == "forwarded" {
 		m.duration.WithLabelValues(route, strconv.FormatBool(e.Stream)).Observe(e.DurationMS / 1000)
 		m.tokens.WithLabelValues("input").Add(float64(e.InputTokens))

@@ -45,6 +45,11 @@ const (
 	OpSet    Op = "set"
 	OpAttach Op = "attach"
 	OpExec   Op = "exec"
+	// Access-only operations (Need): no state transition.
+	OpView    Op = "view"
+	OpObserve Op = "observe"
+	OpDrive   Op = "drive"
+	OpShare   Op = "share"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -56,6 +61,7 @@ var allowed = map[Op][]State{
 	OpSet:    {Running, Asleep},
 	OpAttach: {Running},
 	OpExec:   {Running},
+	OpShare:  {Created, Running, Asleep, Failed},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -131,6 +137,15 @@ type Session struct {
 
 	// ClaudeVersion is set when the session runs another version than the pin.
 	ClaudeVersion string `json:"claude_version,omitempty"`
+
+	// Owner is the person who created the session; Shares the others who
+	// may see it, each with a role. A record from before owners has none:
+	// it is the Runner's user's (the Runner fills it in when it loads).
+	Owner  Person  `json:"owner,omitzero"`
+	Shares []Share `json:"shares,omitempty"`
+	// YourRole is the caller's role on this session, set per request by
+	// the access checks on the copy they answer with; never stored.
+	YourRole Role `json:"your_role,omitempty"`
 
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
@@ -252,4 +267,74 @@ func Resolve(all []Session, ref string) (Session, error) {
 		return latest, nil
 	}
 	return Session{}, fmt.Errorf("no session %q (see paddock ls): %w", ref, errdefs.ErrNotFound)
+}
+
+// Person names a host user in a session record.
+type Person struct {
+	UID  uint32 `json:"uid"`
+	Name string `json:"name"`
+}
+
+// Share gives a user a role on a session.
+type Share struct {
+	UID  uint32 `json:"uid"`
+	Name string `json:"name"`
+	Role Role   `json:"role"`
+}
+
+// Role is what a person may do with a session. Each role includes the
+// ones before it: observer < driver < operator < owner; admin is above
+// all, on every session.
+type Role string
+
+// Roles.
+const (
+	RoleNone     Role = ""
+	RoleObserver Role = "observer"
+	RoleDriver   Role = "driver"
+	RoleOperator Role = "operator"
+	RoleOwner    Role = "owner"
+	RoleAdmin    Role = "admin"
+)
+
+var roleRank = map[Role]int{RoleNone: 0, RoleObserver: 1, RoleDriver: 2, RoleOperator: 3, RoleOwner: 4, RoleAdmin: 5}
+
+// AtLeast reports whether r includes min.
+func (r Role) AtLeast(min Role) bool {
+	a, ok := roleRank[r]
+	return ok && a >= roleRank[min]
+}
+
+// ParseShareRole checks a role that may be shared: observer, driver or
+// operator.
+func ParseShareRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleObserver, RoleDriver, RoleOperator:
+		return r, nil
+	}
+	return "", fmt.Errorf("role %q is not observer, driver or operator: %w", s, errdefs.ErrInvalid)
+}
+
+// RoleOf is uid's own role on s (owner, a shared role, or none); admins
+// are decided by the caller, who knows them.
+func (s *Session) RoleOf(uid uint32) Role {
+	if s.Owner.UID == uid {
+		return RoleOwner
+	}
+	for _, sh := range s.Shares {
+		if sh.UID == uid {
+			return sh.Role
+		}
+	}
+	return RoleNone
+}
+
+// Need is the least role each operation asks for. Viewing the record and
+// its decisions (OpView) and watching the terminal ask for observer;
+// typing (OpDrive) for driver; changing the session for operator; sharing
+// it for owner.
+var Need = map[Op]Role{
+	OpView: RoleObserver, OpObserve: RoleObserver, OpDrive: RoleDriver,
+	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
+	OpShare: RoleOwner,
 }
