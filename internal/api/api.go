@@ -21,8 +21,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/credential"
@@ -69,6 +72,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusForbidden, "forbidden"
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, errdefs.ErrLimit):
+		return http.StatusTooManyRequests, "limit"
 	case errors.Is(err, errdefs.ErrCommandNotFound):
 		return http.StatusUnprocessableEntity, "command_not_found"
 	case errors.Is(err, errdefs.ErrCommandCannotRun):
@@ -80,7 +85,7 @@ func statusOf(err error) (int, string) {
 // kindErr maps a kind back to its sentinel on the client side.
 var kindErr = map[string]error{
 	"not_found": errdefs.ErrNotFound, "conflict": errdefs.ErrConflict, "invalid": errdefs.ErrInvalid,
-	"forbidden": errdefs.ErrForbidden, "unavailable": errdefs.ErrUnavailable,
+	"forbidden": errdefs.ErrForbidden, "unavailable": errdefs.ErrUnavailable, "limit": errdefs.ErrLimit,
 	"command_not_found": errdefs.ErrCommandNotFound, "command_cannot_run": errdefs.ErrCommandCannotRun,
 }
 
@@ -135,6 +140,7 @@ func Handler(b Backend) http.Handler {
 		writeJSON(w, 200, es)
 	})
 	sessionRoutes(mux, b)
+	peopleRoutes(mux, b)
 	waitRoute(mux, b)
 	webRoute(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -178,11 +184,7 @@ func (c *Client) roundTrip(req *http.Request, out any) error {
 		if req.Context().Err() != nil {
 			return req.Context().Err()
 		}
-		if _, derr := net.Dial("unix", c.Socket); derr == nil {
-			return fmt.Errorf("the Runner on %s dropped the request: %w", c.Socket, err)
-		}
-		return fmt.Errorf("%w (no answer on %s); start it with `paddock serve`, or point --state-dir / %s at the one that runs: %w",
-			ErrNoRunner, c.Socket, "PADDOCK_STATE_DIR", errdefs.ErrUnavailable)
+		return c.dialError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -224,4 +226,42 @@ func (c *Client) CredentialStatus(ctx context.Context) (credential.Status, error
 func (c *Client) Logs(ctx context.Context, session string, n int) ([]decisionlog.Entry, error) {
 	var es []decisionlog.Entry
 	return es, c.get(ctx, "/v1/sessions/"+url.PathEscape(session)+"/logs?n="+strconv.Itoa(n), &es)
+}
+
+// dialError says why the socket did not answer: no Runner, or one that
+// does not serve the caller (the socket's group, which they are not in).
+func (c *Client) dialError(err error) error {
+	conn, derr := net.Dial("unix", c.Socket)
+	if derr == nil {
+		conn.Close()
+		return fmt.Errorf("the Runner on %s dropped the request: %w", c.Socket, err)
+	}
+	if errors.Is(derr, syscall.EACCES) {
+		return notInGroup(c.Socket)
+	}
+	return fmt.Errorf("%w (no answer on %s); start it with `paddock serve`, or point --state-dir / %s at the one that runs: %w",
+		ErrNoRunner, c.Socket, "PADDOCK_STATE_DIR", errdefs.ErrUnavailable)
+}
+
+// notInGroup explains a socket the caller may not open.
+func notInGroup(socket string) error {
+	me := strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil {
+		me = u.Username
+	}
+	fi, err := os.Stat(socket)
+	var st *syscall.Stat_t
+	ok := false
+	if err == nil {
+		st, ok = fi.Sys().(*syscall.Stat_t)
+	}
+	if !ok || fi.Mode().Perm()&0o060 == 0 {
+		return fmt.Errorf("permission denied on %s: that Runner serves its own user only; ask its admin to set api.group and add you to it: %w", socket, errdefs.ErrForbidden)
+	}
+	group := strconv.FormatUint(uint64(st.Gid), 10)
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name
+	}
+	return fmt.Errorf("permission denied on %s: this Runner serves the members of group %q, and you (%s) are not one (or have not logged in again since you were added); an admin adds you with: sudo usermod -aG %s %s: %w",
+		socket, group, me, group, me, errdefs.ErrForbidden)
 }

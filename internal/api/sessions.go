@@ -110,7 +110,10 @@ type ExecRequest struct {
 
 // AttachRequest joins a session's terminal mirror.
 type AttachRequest struct {
-	Role string `json:"role,omitempty"` // "driver" (default) or "observer"
+	// Role is "driver", "observer", or "" for the best the caller may have
+	// (driver, else observer); the answer's Paddock-Role header says which
+	// they got.
+	Role string `json:"role,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
 }
@@ -162,7 +165,17 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 		return b.CreateSession(r.Context(), req)
 	})
 	one("GET /v1/sessions", func(r *http.Request) (any, error) {
-		all, err := b.Sessions(r.Context())
+		var all []session.Session
+		var err error
+		if r.URL.Query().Get("all_users") == "1" {
+			au, ok := b.(AllUsers)
+			if !ok {
+				return nil, fmt.Errorf("this Runner has one user; leave out --all-users: %w", errdefs.ErrInvalid)
+			}
+			all, err = au.AllSessions(r.Context())
+		} else {
+			all, err = b.Sessions(r.Context())
+		}
 		if all == nil {
 			all = []session.Session{}
 		}
@@ -302,8 +315,9 @@ func serveAttach(w http.ResponseWriter, r *http.Request, b Backend) {
 		writeErr(w, err)
 		return
 	}
-	// The participant outlives the request context: the connection is hijacked.
-	ctx, cancel := context.WithCancel(context.Background())
+	// The participant outlives the request context: the connection is
+	// hijacked. It keeps the caller (people.From) for the access checks.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	p, err := b.Attach(ctx, r.PathValue("ref"), req)
 	if err != nil {
@@ -316,7 +330,11 @@ func serveAttach(w http.ResponseWriter, r *http.Request, b Backend) {
 		return
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+	role := ""
+	if jr, ok := p.(interface{ JoinedAs() string }); ok {
+		role = "Paddock-Role: " + jr.JoinedAs() + "\r\n"
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n"+role+"\r\n"); err != nil {
 		return
 	}
 	go func() {
@@ -440,6 +458,8 @@ func (c *Client) Prune(ctx context.Context, volumes bool) (PruneResult, error) {
 // ExecStream is an exec over the API: write stdin with Write, send frames
 // with Resize/Signal/CloseStdin, read output with Copy.
 type ExecStream struct {
+	// Role is the role an attach joined with (Paddock-Role), if said.
+	Role string
 	conn net.Conn
 	br   *bufio.Reader
 	wmu  sync.Mutex
@@ -460,7 +480,7 @@ func (c *Client) upgrade(ctx context.Context, path string, req any) (*ExecStream
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
-		return nil, fmt.Errorf("%w (no answer on %s); start it with `paddock serve`: %w", ErrNoRunner, c.Socket, errdefs.ErrUnavailable)
+		return nil, c.dialError(err)
 	}
 	body, _ := json.Marshal(req)
 	hr, _ := http.NewRequest("POST", "http://paddock"+path, bytes.NewReader(body))
@@ -481,7 +501,7 @@ func (c *Client) upgrade(ctx context.Context, path string, req any) (*ExecStream
 		defer conn.Close()
 		return nil, responseError(resp)
 	}
-	return &ExecStream{conn: conn, br: br}, nil
+	return &ExecStream{conn: conn, br: br, Role: resp.Header.Get("Paddock-Role")}, nil
 }
 
 func (e *ExecStream) send(typ byte, p []byte) error {

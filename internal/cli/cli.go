@@ -3,7 +3,7 @@
 //
 // Exit codes (exitCode is the one place errors become them): 0 success,
 // 1 failure, 2 bad usage or input, 3 the Runner or a dependency is
-// unavailable, 4 not found, 5 conflict or forbidden; paddock wait adds
+// unavailable, 4 not found, 5 conflict, forbidden or over a limit; paddock wait adds
 // 6 timed out and 7 the session stopped running (activity.go).
 package cli
 
@@ -49,6 +49,8 @@ type globals struct {
 	stateDir  string
 	logFormat string
 	logLevel  string
+	// serving: the command is serve, whose state directory is its own.
+	serving bool
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -82,7 +84,7 @@ func exitCode(err error) int {
 		return 3
 	case errors.Is(err, errdefs.ErrNotFound):
 		return 4
-	case errors.Is(err, errdefs.ErrConflict), errors.Is(err, errdefs.ErrForbidden), errors.Is(err, statedir.ErrLocked):
+	case errors.Is(err, errdefs.ErrConflict), errors.Is(err, errdefs.ErrForbidden), errors.Is(err, errdefs.ErrLimit), errors.Is(err, statedir.ErrLocked):
 		return 5
 	}
 	return 1
@@ -136,6 +138,9 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		waitCmd(g, o),
 		inspectCmd(g, o),
 		webCmd(g, o),
+		shareCmd(g, o),
+		unshareCmd(g, o),
+		auditCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	return root.ExecuteContext(ctx)
@@ -150,11 +155,17 @@ func configPath(stateDir, flag string) (path string, mustExist bool) {
 	return filepath.Join(stateDir, statedir.ConfigFile), false
 }
 
+// resolveStateDir is the state directory a command works on: --state-dir,
+// then PADDOCK_STATE_DIR, then (for clients) statedir.ForClient, which
+// finds the host's system Runner for a member of its group.
 func (g *globals) resolveStateDir(o IO) (string, error) {
 	if g.stateDir == "" {
 		if v := o.getenv(statedir.EnvVar); v != "" {
 			g.stateDir = v
 		}
+	}
+	if g.stateDir == "" && !g.serving {
+		return statedir.ForClient()
 	}
 	return statedir.Resolve(g.stateDir)
 }

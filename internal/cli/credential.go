@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
@@ -23,7 +24,7 @@ import (
 func credentialCmd(g *globals, o IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "credential",
-		Short: "Store or inspect the owner's Anthropic credential (never printed)",
+		Short: "Store or inspect your Anthropic credential (never printed): the owner's, or on a team server your own",
 	}
 	cmd.AddCommand(credentialSetCmd(g, o), credentialStatusCmd(g, o), credentialRmCmd(g, o))
 	return cmd
@@ -55,6 +56,17 @@ A running Runner picks the new credential up within a second.`,
 			s, err := readSecret(o)
 			if err != nil {
 				return err
+			}
+			if !ownsStateDir(dir) {
+				// Another user's Runner (a team server): this person's own
+				// credential, kept by that Runner.
+				st, err := api.NewClient(dirSocket(dir)).SetCredential(cmd.Context(), kindName, s)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(o.Stdout, "stored your own %s credential (%d bytes, fingerprint %s) with the Runner of %s; your sessions use it from their next request\n",
+					st.Kind, st.Length, st.Fingerprint, dir)
+				return nil
 			}
 			kind, ok := credential.DetectKind(s)
 			if kindName != "" {
@@ -149,10 +161,15 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 				note = "the Runner is not running; this is what `paddock serve` would use, started from this shell"
 			}
 			if err != nil {
-				if errors.Is(err, credential.ErrMissing) {
+				switch {
+				case errors.Is(err, credential.ErrMissing):
 					st = credential.Status{Present: false}
 					err = nil
-				} else {
+				case errors.Is(err, errdefs.ErrForbidden) && !ownsStateDir(dir):
+					// A team server's member with none of their own.
+					fmt.Fprintln(o.Stdout, "no credential of your own:", err)
+					return nil
+				default:
 					return err
 				}
 			}
@@ -165,6 +182,9 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 				fmt.Fprintln(o.Stdout, "no credential: store one with `paddock credential set`, or start `paddock serve` with CLAUDE_CODE_OAUTH_TOKEN or ANTHROPIC_API_KEY set")
 			} else {
 				fmt.Fprintf(o.Stdout, "kind:        %s\nsource:      %s\nlength:      %d\nfingerprint: %s\n", st.Kind, st.Source, st.Length, st.Fingerprint)
+				if st.User != "" {
+					fmt.Fprintf(o.Stdout, "whose:       %s\n", st.User)
+				}
 				if p := st.Plan; p.SubscriptionType != "" || p.RateLimitTier != "" || p.Scopes != "" {
 					fmt.Fprintf(o.Stdout, "plan:        %s %s %s\n", dash(p.SubscriptionType), dash(p.RateLimitTier), dash(p.Scopes))
 				}
@@ -191,10 +211,17 @@ func credentialRmCmd(g *globals, o IO) *cobra.Command {
 		Use:   "rm",
 		Short: "Delete the stored credential file",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := g.resolveStateDir(o)
 			if err != nil {
 				return err
+			}
+			if !ownsStateDir(dir) {
+				if err := api.NewClient(dirSocket(dir)).RemoveCredential(cmd.Context()); err != nil {
+					return err
+				}
+				fmt.Fprintf(o.Stdout, "removed your own credential from the Runner of %s\n", dir)
+				return nil
 			}
 			f := credential.File{Path: runner.CredentialFile(dir)}
 			if err := f.Remove(); err != nil {
@@ -212,3 +239,15 @@ func credentialRmCmd(g *globals, o IO) *cobra.Command {
 }
 
 func dirSocket(dir string) string { return dir + "/" + statedir.APISocket }
+
+// ownsStateDir reports whether dir is the caller's own (or not made yet):
+// its credential is then "the owner's", kept on this host; otherwise it is
+// another user's Runner, which keeps the caller's own credential for them.
+func ownsStateDir(dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Geteuid()
+}

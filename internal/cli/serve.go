@@ -45,6 +45,7 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 					fmt.Fprintf(o.Stderr, "paddock: %v; going on with the runtime's defaults\n", err)
 				}
 			}
+			g.serving = true // its own state directory, never another Runner's
 			dir, err := g.resolveStateDir(o)
 			if err != nil {
 				return err

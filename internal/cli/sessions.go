@@ -172,7 +172,7 @@ func absDir(p string) (string, error) {
 }
 
 func lsCmd(g *globals, o IO) *cobra.Command {
-	var asJSON, all, quiet bool
+	var asJSON, all, quiet, allUsers bool
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"ps", "list"},
@@ -183,7 +183,12 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ss, err := c.Sessions(cmd.Context())
+			var ss []session.Session
+			if allUsers {
+				ss, err = c.AllSessions(cmd.Context())
+			} else {
+				ss, err = c.Sessions(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
@@ -208,11 +213,11 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				return enc.Encode(shown)
 			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
 			now := time.Now()
 			for _, s := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], s.Observed, activityText(s, now),
-					s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
+					s.Observed, activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
 			}
 			return tw.Flush()
 		},
@@ -220,6 +225,7 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include removed sessions")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print session ids only, one a line")
+	cmd.Flags().BoolVar(&allUsers, "all-users", false, "every person's sessions, not only yours and those shared with you (admins)")
 	return cmd
 }
 
@@ -376,7 +382,9 @@ func attachCmd(g *globals, o IO) *cobra.Command {
 		Use:   "attach NAME",
 		Short: "Attach to a session's Claude Code terminal, shared with others (detach: ctrl-p ctrl-q, or --detach-keys)",
 		Long: `Join a session's terminal through its mirror: you get the screen as it is, then the live
-output. Drivers type; with --read-only you watch as an observer and your keys go nowhere.
+output. Drivers type; observers watch and their keys go nowhere. You join with the best role
+you have on the session (its owner, operators and drivers drive; a session shared with you as
+observer is watched), or as an observer with --read-only.
 Several people may attach at once; the terminal takes the smallest driver's size.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -387,7 +395,7 @@ Several people may attach at once; the terminal takes the smallest driver's size
 			if err != nil {
 				return err
 			}
-			role := "driver"
+			role := "" // the best the caller has
 			if readOnly {
 				role = "observer"
 			}
@@ -502,6 +510,10 @@ func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16
 		return err
 	}
 	defer es.Close()
+	if es.Role == "observer" && !readOnly {
+		readOnly = true
+		fmt.Fprintf(o.Stderr, "paddock: you are an observer of %s: you watch, and your keys are not sent\r\n", ref)
+	}
 	if tty && termIn {
 		old, err := term.MakeRaw(int(in.Fd()))
 		if err == nil {

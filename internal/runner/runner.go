@@ -14,13 +14,17 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/access"
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/audit"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy"
@@ -72,6 +76,8 @@ type Runner struct {
 	upstream  string
 	started   time.Time
 
+	guard       *access.Guard // the API and the web page, roles enforced
+	audit       *audit.Log
 	webLn       net.Listener
 	web         *web.Server // the page, when webLn is open
 	apiLn       net.Listener
@@ -81,6 +87,9 @@ type Runner struct {
 	egressConns *chanListener // egress connections forwarded from boxes' channels
 	egress      *egress.Proxy
 	usage       *limits.Tracker // per-session limits and the tokens used
+	userUsage   *limits.Users   // per-person limits (users.*)
+	self        session.Person  // the Runner's own user
+	owners      owners          // each session's owner, for the proxy
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
@@ -168,19 +177,18 @@ func New(opts Options) (_ *Runner, err error) {
 		relays = append(relays, rl)
 	}
 	r.usage = limits.New()
+	r.userUsage = limits.NewUsers()
+	r.self = selfPerson()
 	r.metrics = metrics.New(r.Sessions)
 	sink := metrics.Tee{r.decisions, r.metrics}
 	r.proxy, err = credproxy.New(credproxy.Options{
-		Limits: r.usage,
+		Limits: userLimiter{r},
 		Relays: relays,
 		RelaySecret: func(id, relay string) (secret.Value, bool) {
 			c, err := r.relaySecretFile(id, relay).Load()
 			return c.Secret, err == nil
 		},
-		SessionCredential: func(id string) (credential.Credential, bool) {
-			c, err := r.sessionCredFile(id).Load()
-			return c, err == nil
-		},
+		SessionCredential:     r.credentialOf,
 		Upstream:              up,
 		Credential:            r.cred,
 		Tokens:                r.tokens,
@@ -194,6 +202,18 @@ func New(opts Options) (_ *Runner, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if r.audit, err = audit.Open(filepath.Join(opts.StateDir, statedir.AuditFile)); err != nil {
+		return nil, err
+	}
+	r.guard = access.New(r, r.Directory(), r.audit, r.log.With(logkey.Component, "access"))
+	if g := opts.Config.API.Group; g != "" {
+		if _, err := user.LookupGroup(g); err != nil {
+			return nil, fmt.Errorf("api.group %q: no such group on this host; create it (sudo groupadd %s) and add its people (sudo usermod -aG %s NAME), or leave api.group out: %w", g, g, g, errdefs.ErrInvalid)
+		}
+	}
+	if u := opts.Config.Users; u.TokensPerDay > 0 || len(u.Limits) > 0 {
+		r.readUsageToday(context.Background())
 	}
 	r.egress = egress.New(egress.Options{
 		Policy:                      r.policy,
@@ -298,6 +318,23 @@ func listenUnix(path string) (net.Listener, error) {
 	return ln, nil
 }
 
+// openToGroup gives the API socket to group, mode 0660: its members may
+// connect, and the Runner tells them apart by their uid.
+func openToGroup(path, group string) error {
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return fmt.Errorf("api.group %q: %w", group, err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return fmt.Errorf("api.group %q has gid %q", group, g.Gid)
+	}
+	if err := os.Chown(path, -1, gid); err != nil {
+		return fmt.Errorf("give %s to group %s: %w (the Runner's user must be root or in that group)", path, group, err)
+	}
+	return os.Chmod(path, 0o660)
+}
+
 // Listen opens the API socket and the proxy listener. Serve calls it if
 // needed; tests call it first to learn the addresses.
 func (r *Runner) Listen() error {
@@ -308,11 +345,16 @@ func (r *Runner) Listen() error {
 	if r.apiLn, err = listenUnix(filepath.Join(r.opts.StateDir, statedir.APISocket)); err != nil {
 		return err
 	}
+	if g := r.opts.Config.API.Group; g != "" {
+		if err := openToGroup(filepath.Join(r.opts.StateDir, statedir.APISocket), g); err != nil {
+			return err
+		}
+	}
 	if wl := r.opts.Config.Web.Listen; wl != "off" {
 		if r.webLn, err = net.Listen("tcp", wl); err != nil {
 			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wl, err)
 		}
-		r.web = web.New(r, r.log.With(logkey.Component, "web"))
+		r.web = web.New(r.guard, r.Directory().Person, r.log.With(logkey.Component, "web"))
 		// Versions before one-time logins kept the login URL here.
 		_ = os.Remove(filepath.Join(r.opts.StateDir, "web-url"))
 	}
@@ -359,12 +401,14 @@ func (r *Runner) WebAddr() string {
 }
 
 // WebLogin returns a fresh one-time login URL of the web page (web.LoginTTL,
-// once). It is answered to the owner's socket only, and never logged.
-func (r *Runner) WebLogin(context.Context) (string, error) {
+// once), bound to the caller: the cookie it becomes is theirs. It is
+// answered on the socket to that caller only, and never logged.
+func (r *Runner) WebLogin(ctx context.Context) (string, error) {
 	if r.web == nil {
 		return "", fmt.Errorf("the web page is off (web.listen = \"off\"); set web.listen and restart the Runner: %w", errdefs.ErrUnavailable)
 	}
-	tok, err := r.web.NewLogin()
+	c := r.caller(ctx)
+	tok, err := r.web.NewLogin(c.UID)
 	if err != nil {
 		return "", err
 	}
@@ -378,7 +422,13 @@ func (r *Runner) Serve(ctx context.Context) error {
 	if err := r.Listen(); err != nil {
 		return err
 	}
-	apiSrv := &http.Server{Handler: api.Handler(r), ReadHeaderTimeout: 10 * time.Second}
+	// Every API request is identified by the kernel (SO_PEERCRED) and goes
+	// through the access checks.
+	apiSrv := &http.Server{Handler: api.Identify(api.Handler(r.guard), r.Directory().Person),
+		ConnContext: api.ConnContext, ReadHeaderTimeout: 10 * time.Second}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go r.guard.Watch(wctx, time.Second)
 	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	// The same proxy, for connections that arrive over boxes' channels;
 	// each carries its session in its context.
@@ -480,6 +530,9 @@ func (r *Runner) Close() error {
 		if r.decisions != nil {
 			r.decisions.Close()
 		}
+		if r.audit != nil {
+			r.audit.Close()
+		}
 		if r.store != nil {
 			r.store.Close()
 		}
@@ -494,9 +547,10 @@ func (r *Runner) Health(context.Context) (api.Health, error) {
 		Proxy: r.proxyAt, Upstream: r.upstream, Started: r.started}, nil
 }
 
-// CredentialStatus implements api.Backend.
-func (r *Runner) CredentialStatus(context.Context) (credential.Status, error) {
-	c, err := r.cred.Current()
+// CredentialStatus implements api.Backend: the caller's credential, the
+// one their sessions use.
+func (r *Runner) CredentialStatus(ctx context.Context) (credential.Status, error) {
+	c, err := r.credentialOfPerson(r.caller(ctx))
 	if err != nil {
 		return credential.Status{}, err
 	}

@@ -127,10 +127,15 @@ func TestAPI(t *testing.T) {
 	if err != nil || st.Kind != credential.KindAPIKey || st.Source != "env:ANTHROPIC_API_KEY" {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if _, err := c.Logs(ctx, "../etc", 0); !errors.Is(err, errdefs.ErrInvalid) {
+	// Logs are a session's: a name that is none is not found (and never
+	// becomes a path).
+	if _, err := c.Logs(ctx, "../etc", 0); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("bad session id: %v", err)
 	}
-	if es, err := c.Logs(ctx, "nobody", 0); err != nil || len(es) != 0 {
+	if _, err := tr.Logs(ctx, "../etc", 0); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("bad session id, inside: %v", err)
+	}
+	if es, err := c.Logs(ctx, "nobody", 0); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatal(es, err)
 	}
 	// The API never shows a secret.

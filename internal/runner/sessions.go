@@ -193,6 +193,8 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 	for _, kv := range kvs {
 		var s session.Session
 		if json.Unmarshal(kv.Value, &s) == nil {
+			r.fillOwner(&s)
+			r.owners.set(s.ID, s.Owner)
 			out = append(out, s)
 		}
 	}
@@ -203,6 +205,9 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 
 func (r *Runner) save(s *session.Session) error {
 	s.Updated = time.Now().UTC()
+	s.YourRole = "" // per caller, never stored
+	r.fillOwner(s)
+	r.owners.set(s.ID, s.Owner)
 	r.stampActivity(s) // the activity in memory is the current one
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -342,12 +347,18 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		own = &credential.Credential{Kind: kind, Secret: sv, Source: "session"}
 	}
-	cred, err := r.cred.Current()
+	owner := r.caller(ctx)
+	cred, err := r.credentialOfPerson(owner)
 	if own != nil {
 		cred, err = *own, nil
 	}
 	if err != nil {
 		return session.Session{}, err
+	}
+	if !req.NoStart {
+		if err := r.checkMaxSessions(ctx, owner, ""); err != nil {
+			return session.Session{}, err
+		}
 	}
 	if err := cred.Usable(time.Now()); err != nil {
 		return session.Session{}, err
@@ -382,7 +393,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
 		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode,
-		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim}
+		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim, Owner: owner}
 	s.Restart = restart
 	unlock := r.sessionLock(id)
 	defer unlock()
@@ -828,17 +839,18 @@ func (r *Runner) relaySecretFile(id, relay string) credential.File {
 }
 
 // credentialOf is the credential a session's requests go out with: its
-// own, if its creator gave one, else the owner's.
+// own, if its creator gave one, else its owner's (credentialOfPerson).
 func (r *Runner) credentialOf(id string) (credential.Credential, error) {
+	owner := r.ownerOf(id)
 	c, err := r.sessionCredFile(id).Load()
 	if err == nil {
-		c.Source = "session"
+		c.Source, c.User = "session", owner.Name
 		return c, nil
 	}
 	if !errors.Is(err, credential.ErrMissing) {
 		return credential.Credential{}, err
 	}
-	return r.cred.Current()
+	return r.credentialOfPerson(owner)
 }
 
 // trackLimits gives the proxy the session's limits, with the tokens it
@@ -908,7 +920,11 @@ func (r *Runner) reload(id string) (session.Session, error) {
 		return session.Session{}, err
 	}
 	var s session.Session
-	return s, json.Unmarshal(b, &s)
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, err
+	}
+	r.fillOwner(&s)
+	return s, nil
 }
 
 // Wake starts an asleep (or failed, or never started) session: a new
@@ -922,6 +938,9 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 		return s, err
 	}
 	defer unlock()
+	if err := r.checkMaxSessions(ctx, s.Owner, s.ID); err != nil {
+		return s, err
+	}
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return s, err

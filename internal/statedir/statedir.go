@@ -33,6 +33,7 @@ const (
 	DBFile      = "paddock.db"
 	ConfigFile  = "paddock.toml"
 	LogsDir     = "logs"
+	AuditFile   = "audit.jsonl"
 )
 
 // Default returns the state directory used when neither --state-dir nor
@@ -50,6 +51,29 @@ func Default() (string, error) {
 		return "", fmt.Errorf("find the state directory: %w (set --state-dir or %s)", err, EnvVar)
 	}
 	return filepath.Join(home, ".local", "state", "paddock"), nil
+}
+
+// SystemDir is the state directory of a Runner run by root, as the
+// systemd unit runs it: the team server of a host.
+const SystemDir = "/var/lib/paddock"
+
+// ForClient picks the state directory of a client command (not serve)
+// that neither --state-dir nor the environment names: the caller's own
+// Default when a Runner's socket is there, else the host's system Runner
+// (SystemDir) when its socket exists, else the caller's own. So a member
+// of a team server's group reaches it without flags.
+func ForClient() (string, error) {
+	own, err := Default()
+	if err != nil || own == SystemDir {
+		return own, err
+	}
+	if _, err := os.Stat(filepath.Join(own, APISocket)); err == nil {
+		return own, nil
+	}
+	if _, err := os.Stat(filepath.Join(SystemDir, APISocket)); err == nil {
+		return SystemDir, nil
+	}
+	return own, nil
 }
 
 // Resolve picks the state directory: flag, then environment, then Default.

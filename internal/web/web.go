@@ -4,11 +4,14 @@
 // observer) and the session's proxy and egress decisions.
 //
 // It is served on loopback only. Nothing is served without a login:
-// `paddock web` asks the Runner, over its owner-only socket, for a URL with
-// a one-time login token (NewLogin: good once, for LoginTTL; only its hash
-// is kept, and it is never printed by the Runner nor written to a file);
-// opening it sets an HttpOnly, SameSite=Strict cookie good for CookieTTL,
-// until POST /logout. Requests that change anything must also carry
+// `paddock web` asks the Runner, over its socket, for a URL with a one-time
+// login token bound to the calling user (NewLogin: good once, for
+// LoginTTL; only its hash is kept, and it is never printed by the Runner
+// nor written to a file); opening it sets an HttpOnly, SameSite=Strict
+// cookie good for CookieTTL, until POST /logout. The cookie is that user's:
+// every request through it is made as them (people.With), checked afresh
+// (a user taken out of the Runner's group is refused at once), and the
+// Backend (the access Guard) shows and allows only what their roles do. Requests that change anything must also carry
 // X-Paddock: 1 (a header no cross-site form can send), and WebSocket
 // upgrades must come from the page's own origin, checked before the
 // terminal is joined. CheckHost, around the whole site, refuses a Host
@@ -39,6 +42,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 )
@@ -71,26 +75,34 @@ const (
 // Server serves the page.
 type Server struct {
 	b   Backend
+	who func(uid uint32) (people.Person, error)
 	log *slog.Logger
 	now func() time.Time // time.Now; tests move it
 
 	mu      sync.Mutex
-	logins  map[[32]byte]time.Time // hashes of unused login tokens, by expiry
-	cookies map[[32]byte]time.Time // hashes of issued cookies, by expiry
+	logins  map[[32]byte]grant // hashes of unused login tokens
+	cookies map[[32]byte]grant // hashes of issued cookies
 }
 
-// New makes a server with no login yet (NewLogin makes one).
-func New(b Backend, log *slog.Logger) *Server {
+// grant is a login token's or a cookie's user and expiry.
+type grant struct {
+	uid uint32
+	exp time.Time
+}
+
+// New makes a server with no login yet (NewLogin makes one); who turns a
+// login's uid into the person each request is made as, or refuses them.
+func New(b Backend, who func(uid uint32) (people.Person, error), log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{b: b, log: log, now: time.Now, logins: map[[32]byte]time.Time{}, cookies: map[[32]byte]time.Time{}}
+	return &Server{b: b, who: who, log: log, now: time.Now, logins: map[[32]byte]grant{}, cookies: map[[32]byte]grant{}}
 }
 
-// NewLogin mints a one-time login token: the first GET /login?token= with
-// it within LoginTTL gets a cookie, and it is dead after. Only its hash is
-// kept.
-func (s *Server) NewLogin() (secret.Value, error) {
+// NewLogin mints a one-time login token for uid: the first GET
+// /login?token= with it within LoginTTL gets a cookie bound to uid, and it
+// is dead after. Only its hash is kept.
+func (s *Server) NewLogin(uid uint32) (secret.Value, error) {
 	v, err := randomString()
 	if err != nil {
 		return secret.Value{}, err
@@ -98,12 +110,12 @@ func (s *Server) NewLogin() (secret.Value, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	for h, exp := range s.logins { // forget the expired ones
-		if now.After(exp) {
+	for h, g := range s.logins { // forget the expired ones
+		if now.After(g.exp) {
 			delete(s.logins, h)
 		}
 	}
-	s.logins[sha256.Sum256([]byte(v))] = now.Add(LoginTTL)
+	s.logins[sha256.Sum256([]byte(v))] = grant{uid: uid, exp: now.Add(LoginTTL)}
 	return secret.New(v), nil
 }
 
@@ -124,6 +136,11 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /logout", s.auth(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /", s.auth(files))
 	mux.Handle("GET /api/sessions", s.auth(s.jsonHandler(s.list)))
+	mux.Handle("GET /api/whoami", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
+		p, _ := people.From(r.Context())
+		return p, nil
+	})))
+	mux.Handle("GET /api/sessions/{ref}", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return s.b.Session(r.Context(), r.PathValue("ref")) })))
 	mux.Handle("POST /api/sessions", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
 		var req api.CreateRequest
 		if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -162,10 +179,10 @@ func securityHeaders(h http.Handler) http.Handler {
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	h := sha256.Sum256([]byte(r.URL.Query().Get("token")))
 	s.mu.Lock()
-	exp, ok := s.logins[h]
+	g, ok := s.logins[h]
 	delete(s.logins, h) // one exchange, good or late
 	s.mu.Unlock()
-	if !ok || s.now().After(exp) {
+	if !ok || s.now().After(g.exp) {
 		http.Error(w, "paddock: this login URL is unknown, used or expired (each is good once, for 10 minutes); run `paddock web` for a new one", http.StatusUnauthorized)
 		return
 	}
@@ -175,7 +192,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.cookies[sha256.Sum256([]byte(c))] = s.now().Add(CookieTTL)
+	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: g.uid, exp: s.now().Add(CookieTTL)}
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	http.Redirect(w, r, "/", http.StatusSeeOther) // the token leaves the address bar
@@ -193,27 +210,30 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, `{"logged_out":true}`)
 }
 
-func (s *Server) valid(r *http.Request) bool {
+// valid returns the uid of the request's cookie, if it is a live one.
+func (s *Server) valid(r *http.Request) (uint32, bool) {
 	c, err := r.Cookie(CookieName)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	h := sha256.Sum256([]byte(c.Value))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exp, ok := s.cookies[h]
-	if ok && s.now().After(exp) {
+	g, ok := s.cookies[h]
+	if ok && s.now().After(g.exp) {
 		delete(s.cookies, h)
-		return false
+		return 0, false
 	}
-	return ok
+	return g.uid, ok
 }
 
-// auth lets through logged-in browsers only, and for changes only
-// same-origin requests that carry X-Paddock: 1.
+// auth lets through logged-in browsers only, each request as the cookie's
+// user (resolved afresh: one taken out of the group is refused), and for
+// changes only same-origin requests that carry X-Paddock: 1.
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.valid(r) {
+		uid, ok := s.valid(r)
+		if !ok {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprintln(w, "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints.")
@@ -223,7 +243,12 @@ func (s *Server) auth(h http.Handler) http.Handler {
 			http.Error(w, "paddock: changes need the X-Paddock: 1 header (cross-site requests are refused)", http.StatusForbidden)
 			return
 		}
-		h.ServeHTTP(w, r)
+		p, err := s.who(uid)
+		if err != nil {
+			http.Error(w, "paddock: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(people.With(r.Context(), p)))
 	})
 }
 
@@ -252,6 +277,8 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, errdefs.ErrLimit):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -263,8 +290,19 @@ type Row struct {
 	TokensUsed int64 `json:"tokens_used"`
 }
 
+// allUsers is the Backend's optional list of every person's sessions.
+type allUsers interface {
+	AllSessions(ctx context.Context) ([]session.Session, error)
+}
+
 func (s *Server) list(r *http.Request) (any, error) {
-	ss, err := s.b.Sessions(r.Context())
+	var ss []session.Session
+	var err error
+	if au, ok := s.b.(allUsers); ok && r.URL.Query().Get("all_users") == "1" {
+		ss, err = au.AllSessions(r.Context())
+	} else {
+		ss, err = s.b.Sessions(r.Context())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +340,13 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "paddock: the terminal is for this page's own origin", http.StatusForbidden)
 		return
 	}
+	// The participant outlives the request: a context of its own, as the
+	// same person.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if who, ok := people.From(r.Context()); ok {
+		ctx = people.With(ctx, who)
+	}
 	p, err := s.b.Attach(ctx, r.PathValue("ref"), api.AttachRequest{Role: role, Rows: uint16(rows), Cols: uint16(cols)})
 	if err != nil {
 		http.Error(w, err.Error(), statusOf(err))

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/session"
 )
 
@@ -55,8 +57,14 @@ type fakeBackend struct {
 	part    *fakePart
 }
 
-func (f *fakeBackend) Sessions(context.Context) ([]session.Session, error) {
-	return []session.Session{{ID: "abc123abc123", Name: "demo", Observed: session.Running, Backend: "local", Egress: "offline"}}, nil
+func (f *fakeBackend) Sessions(ctx context.Context) ([]session.Session, error) {
+	// Each person sees a session named after them: the page asks as the
+	// cookie's user.
+	p, ok := people.From(ctx)
+	if !ok {
+		return nil, errdefs.ErrForbidden
+	}
+	return []session.Session{{ID: "abc123abc123", Name: "demo-" + p.Name, Observed: session.Running, Backend: "local", Egress: "offline"}}, nil
 }
 func (f *fakeBackend) Session(ctx context.Context, ref string) (session.Session, error) {
 	return session.Session{ID: "abc123abc123", Name: "demo"}, nil
@@ -94,9 +102,19 @@ type site struct {
 	s *Server
 }
 
+// gone lists uids taken out of the Runner's group (who refuses them).
+var gone sync.Map
+
+func who(uid uint32) (people.Person, error) {
+	if _, out := gone.Load(uid); out {
+		return people.Person{}, fmt.Errorf("uid %d is not in group \"team\": %w", uid, errdefs.ErrForbidden)
+	}
+	return people.Person{UID: uid, Name: fmt.Sprintf("u%d", uid)}, nil
+}
+
 func setup(t *testing.T) (*site, *fakeBackend) {
 	fb := &fakeBackend{}
-	s := New(fb, nil)
+	s := New(fb, who, nil)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &site{srv, s}, fb
@@ -104,8 +122,13 @@ func setup(t *testing.T) (*site, *fakeBackend) {
 
 // newLogin mints a login URL, as `paddock web` asks the Runner to.
 func (st *site) newLogin(t *testing.T) string {
+	return st.newLoginFor(t, 1000)
+}
+
+// newLoginFor mints a login URL bound to uid.
+func (st *site) newLoginFor(t *testing.T, uid uint32) string {
 	t.Helper()
-	tok, err := st.s.NewLogin()
+	tok, err := st.s.NewLogin(uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +149,12 @@ func TestNothingWithoutLogin(t *testing.T) {
 	}
 }
 
-func loggedIn(t *testing.T, srv *site) *http.Client {
+func loggedIn(t *testing.T, srv *site) *http.Client { return loggedInAs(t, srv, 1000) }
+
+func loggedInAs(t *testing.T, srv *site, uid uint32) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
-	resp, err := c.Get(srv.newLogin(t))
+	resp, err := c.Get(srv.newLoginFor(t, uid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +185,7 @@ func TestLoginCookieAndPages(t *testing.T) {
 	var rows []Row
 	json.NewDecoder(resp.Body).Decode(&rows)
 	resp.Body.Close()
-	if len(rows) != 1 || rows[0].Name != "demo" || rows[0].TokensUsed != 42 {
+	if len(rows) != 1 || rows[0].Name != "demo-u1000" || rows[0].TokensUsed != 42 {
 		t.Fatalf("%+v", rows)
 	}
 	// Changes need the X-Paddock header: a cross-site form cannot send it.
@@ -338,5 +363,48 @@ func TestOriginBeforeAttach(t *testing.T) {
 	defer fb.mu.Unlock()
 	if fb.part != nil {
 		t.Fatal("a cross-origin request joined the terminal before it was refused")
+	}
+}
+
+// TestCookieIsTheUsers: each login is bound to the user `paddock web` was
+// asked by; the page asks the Runner as that user, and a user taken out
+// of the group is refused at their next request.
+func TestCookieIsTheUsers(t *testing.T) {
+	srv, _ := setup(t)
+	ann, ben := loggedInAs(t, srv, 2001), loggedInAs(t, srv, 2002)
+	list := func(c *http.Client) (int, string) {
+		resp, err := c.Get(srv.URL + "/api/sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := list(ann); code != 200 || !strings.Contains(body, "demo-u2001") || strings.Contains(body, "u2002") {
+		t.Fatalf("ann's list: %d %s", code, body)
+	}
+	if code, body := list(ben); code != 200 || !strings.Contains(body, "demo-u2002") {
+		t.Fatalf("ben's list: %d %s", code, body)
+	}
+	// A forged user in a header or the query changes nothing.
+	req, _ := http.NewRequest("GET", srv.URL+"/api/sessions?user=u2001&uid=2001", nil)
+	req.Header.Set("X-Paddock-User", "u2001")
+	resp, err := ben.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "u2001") {
+		t.Fatalf("a forged user was believed: %s", b)
+	}
+	gone.Store(uint32(2002), true)
+	defer gone.Delete(uint32(2002))
+	if code, body := list(ben); code != 403 || !strings.Contains(body, "not in group") {
+		t.Fatalf("ben out of the group: %d %s", code, body)
+	}
+	if code, _ := list(ann); code != 200 {
+		t.Fatalf("ann after ben left: %d", code)
 	}
 }

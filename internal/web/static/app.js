@@ -22,22 +22,36 @@ function activityText(s) {
   return a.state + " " + (d < 60 ? d + "s" : d < 3600 ? Math.floor(d / 60) + "m" : Math.floor(d / 3600) + "h");
 }
 
+// me is who this browser's login is (GET /api/whoami); every request is
+// made as them, and the Runner shows and allows only what their roles do.
+let me = null;
+const rank = { observer: 1, driver: 2, operator: 3, owner: 4, admin: 5 };
+const atLeast = (role, min) => (rank[role] || 0) >= rank[min];
+
 async function showList() {
   $("#list").hidden = false; $("#session").hidden = true; $("#where").textContent = "";
-  const rows = await call("GET", "/api/sessions");
+  if (!me) {
+    me = await call("GET", "/api/whoami");
+    $("#me").textContent = me.name + (me.admin ? " (admin)" : "");
+    $("#allUsersLabel").hidden = !me.admin;
+  }
+  const rows = await call("GET", "/api/sessions" + ($("#allUsers").checked ? "?all_users=1" : ""));
   const tb = $("#sessions tbody"); tb.textContent = "";
   for (const s of rows) {
     const tr = document.createElement("tr"); tr.dataset.name = s.name;
     const a = document.createElement("a"); a.href = "#/s/" + encodeURIComponent(s.name); a.textContent = s.name;
     cell(tr, "").appendChild(a);
+    cell(tr, (s.owner && s.owner.name) || "-").className = "owner"; cell(tr, s.your_role || "-").className = "role";
     cell(tr, s.observed); cell(tr, activityText(s)).className = "activity"; cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
     cell(tr, new Date(s.created).toLocaleString()); cell(tr, String(s.tokens_used));
     const act = cell(tr, "");
     const btn = (label, f) => { const b = document.createElement("button"); b.textContent = label; b.onclick = async () => { try { await f(); } catch (e) { alert(e.message); } showList(); }; act.appendChild(b); };
     btn("watch", async () => { location.hash = "#/s/" + encodeURIComponent(s.name) + "/observer"; });
-    if (s.observed === "running") btn("sleep", () => call("POST", "/api/sessions/" + s.id + "/sleep"));
-    else btn("wake", () => call("POST", "/api/sessions/" + s.id + "/wake"));
-    btn("remove", () => confirm("Remove " + s.name + " and its volume?") ? call("DELETE", "/api/sessions/" + s.id) : null);
+    if (atLeast(s.your_role, "operator")) {
+      if (s.observed === "running") btn("sleep", () => call("POST", "/api/sessions/" + s.id + "/sleep"));
+      else btn("wake", () => call("POST", "/api/sessions/" + s.id + "/wake"));
+      btn("remove", () => confirm("Remove " + s.name + " and its volume?") ? call("DELETE", "/api/sessions/" + s.id) : null);
+    }
     tb.appendChild(tr);
   }
 }
@@ -60,8 +74,12 @@ function closeSession() {
   if (logTimer) { clearInterval(logTimer); logTimer = null; }
 }
 
-async function showSession(name, role) {
+async function showSession(name, asked) {
   $("#list").hidden = true; $("#session").hidden = false;
+  // Drive only where the Runner lets this person: it refuses a driver
+  // join without the right, so ask for what the role allows.
+  const info = await call("GET", "/api/sessions/" + encodeURIComponent(name)).catch(() => ({}));
+  const role = asked === "observer" || !atLeast(info.your_role, "driver") ? "observer" : "driver";
   $("#title").textContent = name; $("#where").textContent = "/ " + name;
   $("#role").textContent = role === "observer" ? "Watching (observer): your keys are not sent." : "Driving: your keys go to Claude Code.";
   term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14 });
@@ -94,10 +112,11 @@ async function showSession(name, role) {
 function route() {
   closeSession();
   const m = location.hash.match(/^#\/s\/([^/]+)(?:\/(driver|observer))?$/);
-  if (m) showSession(decodeURIComponent(m[1]), m[2] || "driver");
+  if (m) showSession(decodeURIComponent(m[1]), m[2] || "").catch((e) => alert(e.message));
   else showList().catch((e) => alert(e.message));
 }
 window.onhashchange = route;
+$("#allUsers").onchange = () => showList().catch((e) => alert(e.message));
 route();
 
 // The list stays live: activity changes every turn.

@@ -1,0 +1,220 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/people"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/session"
+	"github.com/paddockhq/paddock/internal/statedir"
+)
+
+// TestWhoseCredentialAndUserLimits: each person's sessions go out with
+// their own credential, or are refused when they have none and the owner
+// lends none; the decision log and /metrics name whose credential paid;
+// users.max_sessions and users.tokens_per_day refuse beyond the limit with
+// the limit's key in the message (429 in the API's error shape).
+func TestWhoseCredentialAndUserLimits(t *testing.T) {
+	backends := testBackends(t)
+	const owner, annTok = "sk-fake-owner-cred-0000000000", "sk-ant-oat01-fake-ann-token-0000000000"
+	fake := fakeapi.New(owner, annTok)
+	up := httptest.NewServer(fake)
+	defer up.Close()
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := config.Default()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Web.Listen = "127.0.0.1:0"
+	cfg.Anthropic.Upstream = up.URL
+	cfg.Users.Limits = map[string]config.UserLimits{"ann": {MaxSessions: 1, TokensPerDay: 60}}
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + owner}, Backends: map[string]sandbox.Backend{"local": backends["local"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, r)
+	ann := people.With(context.Background(), people.Person{UID: 4242001, Name: "ann"})
+	ben := people.With(context.Background(), people.Person{UID: 4242002, Name: "ben"})
+
+	// No credential of her own, and the owner lends none: refused, saying how.
+	_, err = r.CreateSession(ann, api.CreateRequest{Name: "ann-1", Backend: "local"})
+	if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "ann has no credential of their own") ||
+		!strings.Contains(err.Error(), "paddock credential set") {
+		t.Fatalf("ann without a credential: %v", err)
+	}
+	if _, err := r.SetUserCredential(ann, credential.KindOAuth, secret.New(annTok)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "users", "4242001", "credential.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ann's credential file: %v %v", fi, err)
+	}
+	if st, err := r.CredentialStatus(ann); err != nil || st.User != "ann" || st.Source != "user:ann" {
+		t.Fatalf("ann's status: %+v %v", st, err)
+	}
+	s1, err := r.CreateSession(ann, api.CreateRequest{Name: "ann-1", Backend: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.RemoveSession(context.Background(), s1.ID, false)
+	if s1.Owner.Name != "ann" || s1.Owner.UID != 4242001 {
+		t.Fatalf("owner %+v", s1.Owner)
+	}
+	// users.max_sessions = 1 for ann.
+	if _, err := r.CreateSession(ann, api.CreateRequest{Name: "ann-2", Backend: "local"}); !errors.Is(err, errdefs.ErrLimit) ||
+		!strings.Contains(err.Error(), "users.max_sessions = 1") {
+		t.Fatalf("ann's second session: %v", err)
+	}
+	mine, err := r.CreateSession(context.Background(), api.CreateRequest{Name: "owners", Backend: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.RemoveSession(context.Background(), mine.ID, false)
+
+	send := func(id string) (int, string, string) {
+		var out strings.Builder
+		p, err := r.Exec(context.Background(), id, channel.ExecOptions{Argv: []string{"printenv", "CLAUDE_CODE_OAUTH_TOKEN"}, Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.CloseStdin()
+		p.Wait()
+		fake.Reset()
+		req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(out.String()))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cred := ""
+		if reqs := fake.Requests(); len(reqs) == 1 {
+			cred = reqs[0].Credential
+		}
+		return resp.StatusCode, cred, string(b)
+	}
+	if code, cred, _ := send(s1.ID); code != 200 || cred != annTok {
+		t.Fatalf("ann's session: %d sent %q", code, cred)
+	}
+	if code, cred, _ := send(mine.ID); code != 200 || cred != owner {
+		t.Fatalf("the owner's session: %d sent %q", code, cred)
+	}
+	// 37 tokens a request (the fake's usage): the second of ann's reaches
+	// 74, over her 60 a day; the third is refused before it goes upstream.
+	send(s1.ID)
+	code, cred, body := send(s1.ID)
+	if code != http.StatusTooManyRequests || cred != "" || !strings.Contains(body, `"rate_limit_error"`) ||
+		!strings.Contains(body, "users.tokens_per_day = 60") {
+		t.Fatalf("ann over her daily tokens: %d %q %s", code, cred, body)
+	}
+	if code, _, _ := send(mine.ID); code != 200 {
+		t.Fatalf("the owner is not limited by ann's use: %d", code)
+	}
+	es, err := r.Logs(context.Background(), s1.ID, 0)
+	if err != nil || len(es) < 3 {
+		t.Fatalf("ann's log: %v %v", es, err)
+	}
+	if es[0].CredentialUser != "ann" {
+		t.Fatalf("the decision log says %q paid", es[0].CredentialUser)
+	}
+	self, _ := user.Current()
+	if es, _ := r.Logs(context.Background(), mine.ID, 0); len(es) == 0 || es[0].CredentialUser != self.Username {
+		t.Fatalf("the owner's session's log: %+v", es)
+	}
+	resp, err := http.Get(r.WebAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(mb), `paddock_credential_requests_total{decision="forwarded",user="ann"} 2`) ||
+		!strings.Contains(string(mb), `paddock_credential_tokens_total{user="ann"} 74`) {
+		t.Fatalf("/metrics on ann:\n%s", grepLines(string(mb), "paddock_credential"))
+	}
+	if strings.Contains(string(mb), annTok) || strings.Contains(string(mb), owner) {
+		t.Fatal("a credential in /metrics")
+	}
+
+	// ben has none; with credential.fallback_to_owner the owner's pays.
+	if _, err := r.credentialOfPerson(session.Person{UID: 4242002, Name: "ben"}); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("ben without fallback: %v", err)
+	}
+	r.opts.Config.Credential.FallbackToOwner = true
+	c, err := r.credentialOfPerson(session.Person{UID: 4242002, Name: "ben"})
+	if err != nil || c.Secret.Reveal() != owner || c.User != self.Username {
+		t.Fatalf("ben with fallback: %+v %v", c.Status(), err)
+	}
+	if _, err := r.SetUserCredential(ben, credential.KindOAuth, secret.New("")); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("an empty credential: %v", err)
+	}
+	// An admin's credential is the owner's, stored on the host.
+	if _, err := r.SetUserCredential(context.Background(), credential.KindOAuth, secret.New(annTok)); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("the owner through the per-user route: %v", err)
+	}
+	if err := r.RemoveUserCredential(ann); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "users", "4242001", "credential.json")); !os.IsNotExist(err) {
+		t.Fatalf("ann's credential after rm: %v", err)
+	}
+	_ = statedir.APISocket
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestSocketForTheGroup: with api.group the API socket is the group's
+// (0660), and a missing group is refused at start, saying how to make it.
+func TestSocketForTheGroup(t *testing.T) {
+	g, err := user.LookupGroupId("0")
+	if err != nil {
+		t.Skip("no group 0")
+	}
+	cfg := config.Default()
+	cfg.Web.Listen = "off"
+	cfg.Proxy.Listen = "off"
+	cfg.API.Group = "paddock-no-such-group"
+	if _, err := New(Options{StateDir: filepath.Join(t.TempDir(), "s"), Config: cfg}); err == nil || !strings.Contains(err.Error(), "sudo groupadd paddock-no-such-group") {
+		t.Fatalf("a missing group: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("chown to a group needs root here")
+	}
+	cfg.API.Group = g.Name
+	dir := filepath.Join(t.TempDir(), "s")
+	r, err := New(Options{StateDir: dir, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, r)
+	fi, err := os.Stat(filepath.Join(dir, statedir.APISocket))
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket: %v %v", fi, err)
+	}
+	// Root is an admin, by the kernel's word on the connection.
+	p, err := api.NewClient(filepath.Join(dir, statedir.APISocket)).Whoami(context.Background())
+	if err != nil || !p.Admin || p.UID != 0 {
+		t.Fatalf("whoami: %+v %v", p, err)
+	}
+}
