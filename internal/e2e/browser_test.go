@@ -60,17 +60,7 @@ func TestWebPageInChromium(t *testing.T) {
 	login := strings.TrimSpace(e.pd("web")) // a one-time login URL
 	base := login[:strings.Index(login, "/login")]
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	ctx := newBrowser(t, chromium)
 
 	// Without the login there is no page.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
@@ -177,6 +167,23 @@ func TestWebPageInChromium(t *testing.T) {
 		t.Fatalf("the login URL worked twice: %q", body)
 	}
 	e.pd("rm", "-f", name)
+}
+
+// newBrowser starts a headless Chromium for the test, with a tab open,
+// for 2 minutes at most; it ends with the test.
+func newBrowser(t *testing.T, chromium string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // waitRow waits until the session list's row of name holds want.

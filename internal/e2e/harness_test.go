@@ -36,6 +36,8 @@ import (
 const ownerToken = "sk-fake-owner-setup-token-e2e-000000000000"
 
 type env struct {
+	// helper is this test binary, where other users may run it (team_test.go).
+	helper string
 	relay  *relayEcho
 	t      testing.TB
 	bin    string
@@ -86,7 +88,7 @@ func newEnv(t testing.TB, extra ...string) *env {
 		var ss []struct {
 			ID string `json:"id"`
 		}
-		if out, _, code := e.pdRun("ls", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil {
+		if out, _, code := e.pdRun("ls", "--all-users", "--json"); code == 0 && json.Unmarshal([]byte(out), &ss) == nil {
 			for _, s := range ss {
 				e.pdRun("rm", "-f", s.ID)
 			}
