@@ -137,6 +137,13 @@ func (g *Guard) resolve(ctx context.Context, ref string, op session.Op) (people.
 	return p, s, nil
 }
 
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}
+
 func article(r session.Role) string {
 	if strings.IndexByte("aeiou", r[0]) >= 0 {
 		return "an"
@@ -235,9 +242,13 @@ func (g *Guard) CreateSession(ctx context.Context, req api.CreateRequest) (sessi
 		if e.SessionName == "" {
 			e.SessionName = req.Name
 		}
-		e.Detail = fmt.Sprintf("backend=%s egress=%s", s.Backend, s.Egress)
-		if s.Workspace != "" {
-			e.Detail += " workspace=" + s.Workspace
+		backend, egress, ws := s.Backend, s.Egress, s.Workspace
+		if s.ID == "" { // refused before it was made: what was asked
+			backend, egress, ws = req.Backend, req.Egress, req.Workspace
+		}
+		e.Detail = fmt.Sprintf("backend=%s egress=%s", dashIfEmpty(backend), dashIfEmpty(egress))
+		if ws != "" {
+			e.Detail += " workspace=" + ws
 		}
 	})
 	if err != nil {

@@ -212,6 +212,20 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(shown)
 			}
+			if len(shown) == 0 && !allUsers {
+				// An admin of a team server: say where the others' are.
+				if others, err := c.AllSessions(cmd.Context()); err == nil {
+					n := 0
+					for _, s := range others {
+						if s.Live() {
+							n++
+						}
+					}
+					if n > 0 {
+						fmt.Fprintf(o.Stderr, "paddock: none of yours; %d of other people's: paddock ls --all-users\n", n)
+					}
+				}
+			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
 			now := time.Now()

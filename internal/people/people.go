@@ -84,6 +84,14 @@ type Directory struct {
 // ErrNotMember is wrapped when a user is not in the Runner's group.
 var ErrNotMember = errors.New("not a member of the Runner's group")
 
+// notMember is a refusal for want of membership: it is ErrNotMember and
+// wraps errdefs.ErrForbidden, and says so once.
+type notMember struct{ error }
+
+func (notMember) Is(target error) bool { return target == ErrNotMember }
+
+func (e notMember) Unwrap() error { return e.error }
+
 // Person returns the current record of uid: its name and whether it is an
 // admin. It fails, wrapping errdefs.ErrForbidden and ErrNotMember, when a
 // group is set and uid is neither an admin nor in it now.
@@ -108,8 +116,8 @@ func (d Directory) Person(uid uint32) (Person, error) {
 		return Person{}, err
 	}
 	if !in {
-		return Person{}, fmt.Errorf("%s is not in group %q, which this Runner serves (api.group); an admin adds them with: sudo usermod -aG %s %s: %w: %w",
-			p, d.Group, d.Group, p.Name, ErrNotMember, errdefs.ErrForbidden)
+		return Person{}, notMember{fmt.Errorf("%s is not in group %q, which this Runner serves (api.group); an admin adds them with: sudo usermod -aG %s %s: %w",
+			p, d.Group, d.Group, p.Name, errdefs.ErrForbidden)}
 	}
 	return p, nil
 }
