@@ -199,17 +199,20 @@ func (f *fakeInner) RemoveUserCredential(ctx context.Context) error {
 	return nil
 }
 
+// auditPaths holds each test's audit log file (auditPath).
+var auditPaths sync.Map
+
 // auditPath is the audit log's file of the test.
 func auditPath(t *testing.T) string {
-	return filepath.Join(os.TempDir(), "paddock-access-"+strings.ReplaceAll(t.Name(), "/", "_")+".jsonl")
+	p, _ := auditPaths.LoadOrStore(t, filepath.Join(t.TempDir(), "audit.jsonl"))
+	return p.(string)
 }
 
 func setup(t *testing.T) (*Guard, *fakeInner, *fakeDir, *audit.Log) {
 	t.Helper()
 	in := &fakeInner{}
 	dir := &fakeDir{out: map[uint32]bool{}}
-	os.Remove(auditPath(t))
-	t.Cleanup(func() { os.Remove(auditPath(t)) })
+	t.Cleanup(func() { auditPaths.Delete(t) })
 	lg, err := audit.Open(auditPath(t))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/audit"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
@@ -216,5 +218,45 @@ func TestSocketForTheGroup(t *testing.T) {
 	p, err := api.NewClient(filepath.Join(dir, statedir.APISocket)).Whoami(context.Background())
 	if err != nil || !p.Admin || p.UID != 0 {
 		t.Fatalf("whoami: %+v %v", p, err)
+	}
+}
+
+// TestAuditOverTheSocket: paddock audit's route, with -f: the entries so
+// far, then new ones as they are recorded, each with who did it.
+func TestAuditOverTheSocket(t *testing.T) {
+	tr := startRunner(t, []string{"ANTHROPIC_API_KEY=sk-fake-env-key"}, nil, "off")
+	c := tr.client()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Refused (an admin's credential is the owner's), and recorded.
+	if _, err := c.SetCredential(ctx, "", secret.New("sk-ant-oat01-first")); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("root's own credential: %v", err)
+	}
+	got := make(chan audit.Entry, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Audit(ctx, api.AuditQuery{Follow: true}, func(e audit.Entry) error { got <- e; return nil })
+	}()
+	first := <-got
+	self, _ := user.Current()
+	if first.Action != audit.ActionCredentialSet || first.User != self.Username || first.Error == "" {
+		t.Fatalf("the first entry: %+v", first)
+	}
+	if strings.Contains(fmt.Sprint(first), "sk-ant-oat01-first") {
+		t.Fatal("a credential in the audit log")
+	}
+	if err := c.RemoveCredential(ctx); err == nil {
+		t.Fatal("root removed an owner's credential through the per-user route")
+	}
+	if next := <-got; next.Action != audit.ActionCredentialRemove || next.User != self.Username {
+		t.Fatalf("the followed entry: %+v", next)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("follow ended with %v", err)
+	}
+	var n int
+	if err := c.Audit(context.Background(), api.AuditQuery{N: 1}, func(audit.Entry) error { n++; return nil }); err != nil || n != 1 {
+		t.Fatalf("the last entry: %d %v", n, err)
 	}
 }
