@@ -131,6 +131,7 @@ func TestActivityAndSupervision(t *testing.T) {
 				killedBy,
 				"PADDOCK_ACTIVITY=exited PADDOCK_EXIT_STATUS=0 PADDOCK_REASON=/exit PADDOCK_SESSION=" + name,
 				"PADDOCK_SESSION_ID=" + s.ID,
+				"PADDOCK_SESSION_OWNER=root",
 			} {
 				if !strings.Contains(log, want) {
 					t.Errorf("the notify command never saw %q:\n%s", want, log)

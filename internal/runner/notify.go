@@ -36,6 +36,8 @@ func notifyEnv(s session.Session, a activity.Activity) []string {
 		"LANG=C.UTF-8",
 		"PADDOCK_SESSION=" + s.Name,
 		"PADDOCK_SESSION_ID=" + s.ID,
+		// Whose session: on a team server, whom to tell.
+		"PADDOCK_SESSION_OWNER=" + s.Owner.Name,
 		"PADDOCK_ACTIVITY=" + string(a.State),
 		"PADDOCK_SINCE=" + a.Since.UTC().Format(time.RFC3339),
 	}
@@ -53,6 +55,9 @@ func (r *Runner) notify(s session.Session, a activity.Activity) {
 	cmdline := r.opts.Config.Notify.Command
 	if cmdline == "" {
 		return
+	}
+	if s.Owner.Name == "" {
+		s.Owner = r.ownerOf(s.ID)
 	}
 	r.act.mu.Lock()
 	if r.act.notify.sem == nil {
