@@ -32,6 +32,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
@@ -48,6 +49,7 @@ type Inner interface {
 	Unshare(ctx context.Context, ref string, uid uint32) (session.Session, error)
 	SetUserCredential(ctx context.Context, kind credential.Kind, s secret.Value) (credential.Status, error)
 	RemoveUserCredential(ctx context.Context) error
+	api.Loginer
 }
 
 // Directory resolves users; people.Directory implements it.
@@ -625,4 +627,55 @@ func (g *Guard) Watch(ctx context.Context, every time.Duration) {
 			g.Recheck(ctx)
 		}
 	}
+}
+
+// admin refuses a caller who is not an admin, for the owner's login.
+func admin(ctx context.Context, what string) (people.Person, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.Admin {
+		return p, fmt.Errorf("only admins (root and the Runner's own user) %s: it is the owner's credential; yours is paddock credential set: %w", what, errdefs.ErrForbidden)
+	}
+	return p, nil
+}
+
+// StartLogin begins the owner's paddock credential login (admins).
+func (g *Guard) StartLogin(ctx context.Context) (string, error) {
+	if _, err := admin(ctx, "log paddock in"); err != nil {
+		return "", err
+	}
+	return g.inner.StartLogin(ctx)
+}
+
+// FinishLogin completes it; the audit log says who logged paddock in.
+func (g *Guard) FinishLogin(ctx context.Context, pasted string) (oauth.Status, error) {
+	p, err := admin(ctx, "log paddock in")
+	if err != nil {
+		return oauth.Status{}, err
+	}
+	st, err := g.inner.FinishLogin(ctx, pasted)
+	g.record(p, audit.ActionCredentialLogin, nil, err, func(e *audit.Entry) { e.Target = "owner" })
+	return st, err
+}
+
+// LoginStatus is for every member: whether the owner's login works says
+// why a session may fail, and holds no token.
+func (g *Guard) LoginStatus(ctx context.Context) (oauth.Status, error) {
+	if _, err := caller(ctx); err != nil {
+		return oauth.Status{}, err
+	}
+	return g.inner.LoginStatus(ctx)
+}
+
+// Logout forgets the owner's login (admins).
+func (g *Guard) Logout(ctx context.Context) error {
+	p, err := admin(ctx, "log paddock out")
+	if err != nil {
+		return err
+	}
+	err = g.inner.Logout(ctx)
+	g.record(p, audit.ActionCredentialLogout, nil, err, func(e *audit.Entry) { e.Target = "owner" })
+	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
@@ -519,5 +520,50 @@ func TestOwnWorkspace(t *testing.T) {
 	os.WriteFile(f, nil, 0o600)
 	if _, err := OwnWorkspace(f, mine); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("a file: %v", err)
+	}
+}
+
+func (f *fakeInner) StartLogin(ctx context.Context) (string, error) {
+	f.note(ctx, "login-start")
+	return "https://example.invalid/authorize", nil
+}
+func (f *fakeInner) FinishLogin(ctx context.Context, _ string) (oauth.Status, error) {
+	f.note(ctx, "login-finish")
+	return oauth.Status{LoggedIn: true}, nil
+}
+func (f *fakeInner) LoginStatus(context.Context) (oauth.Status, error) { return oauth.Status{}, nil }
+func (f *fakeInner) Logout(ctx context.Context) error {
+	f.note(ctx, "logout")
+	return nil
+}
+
+// TestOwnersLoginIsForAdmins: only admins log paddock in or out (it is
+// the owner's credential); anyone may see whether it works.
+func TestOwnersLoginIsForAdmins(t *testing.T) {
+	g, in, _, lg := setup(t)
+	if _, err := g.StartLogin(as(ann)); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "paddock credential set") {
+		t.Fatalf("ann starts the owner's login: %v", err)
+	}
+	if _, err := g.FinishLogin(as(ann), "x#y"); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("ann finishes it: %v", err)
+	}
+	if err := g.Logout(as(ann)); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("ann logs paddock out: %v", err)
+	}
+	if _, err := g.LoginStatus(as(ann)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.StartLogin(as(root)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.FinishLogin(as(root), "x#y"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(in.did, ",") != "root login-start,root login-finish" {
+		t.Fatalf("the Runner was asked: %v", in.did)
+	}
+	es, _, _ := lg.Read(audit.Filter{User: "root"}, 0)
+	if len(es) != 1 || es[0].Action != audit.ActionCredentialLogin {
+		t.Fatalf("the audit log: %+v", es)
 	}
 }

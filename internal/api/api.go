@@ -141,6 +141,7 @@ func Handler(b Backend) http.Handler {
 	})
 	sessionRoutes(mux, b)
 	peopleRoutes(mux, b)
+	loginRoutes(mux, b)
 	waitRoute(mux, b)
 	webRoute(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

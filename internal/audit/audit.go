@@ -78,6 +78,9 @@ const (
 	ActionCredentialRemove = "credential-rm"
 	ActionWebLogin         = "web-login"
 	ActionPrune            = "prune"
+	// The owner's paddock credential login and logout (who did it).
+	ActionCredentialLogin  = "credential-login"
+	ActionCredentialLogout = "credential-logout"
 )
 
 // Bounds on one record, so that no caller, however long the command line

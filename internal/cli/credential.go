@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/runner"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/statedir"
@@ -26,7 +27,7 @@ func credentialCmd(g *globals, o IO) *cobra.Command {
 		Use:   "credential",
 		Short: "Store or inspect your Anthropic credential (never printed): the owner's, or on a team server your own",
 	}
-	cmd.AddCommand(credentialSetCmd(g, o), credentialStatusCmd(g, o), credentialRmCmd(g, o))
+	cmd.AddCommand(credentialSetCmd(g, o), credentialStatusCmd(g, o), credentialRmCmd(g, o), credentialLoginCmd(g, o), credentialLogoutCmd(g, o))
 	return cmd
 }
 
@@ -169,6 +170,12 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 					// A team server's member with none of their own.
 					fmt.Fprintln(o.Stdout, "no credential of your own:", err)
 					return nil
+				case errors.Is(err, credential.ErrExpired):
+					fmt.Fprintln(o.Stdout, "UNUSABLE:    "+err.Error())
+					if ls, lerr := c.LoginStatus(cmd.Context()); lerr == nil && ls.LoggedIn {
+						printLogin(o, ls)
+					}
+					return nil
 				default:
 					return err
 				}
@@ -198,6 +205,16 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 			}
 			if note != "" {
 				fmt.Fprintln(o.Stdout, "note:        "+note)
+			}
+			if ls, err := c.LoginStatus(cmd.Context()); err == nil && ls.LoggedIn {
+				printLogin(o, ls)
+			}
+			if st.Present && strings.HasPrefix(st.Source, "claude-login:") && st.Expires != nil {
+				if left := time.Until(*st.Expires); left < 2*time.Hour {
+					fmt.Fprintf(o.Stdout, "warning:     this token comes from Claude Code's own login and expires in %s; paddock never refreshes that one (a refresh would sign your Claude Code out).\n"+
+						"             Credentials that last: paddock credential login (refreshed by the Runner), a setup token (claude setup-token | paddock credential set: a year), an API key.\n",
+						left.Round(time.Minute))
+				}
 			}
 			return nil
 		},
@@ -250,4 +267,82 @@ func ownsStateDir(dir string) bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || int(st.Uid) == os.Geteuid()
+}
+
+// printLogin says how paddock's own login stands.
+func printLogin(o IO, ls oauth.Status) {
+	fmt.Fprintf(o.Stdout, "login:       paddock's own, refreshed by the Runner; expires %s", ls.Expires.Local().Format(time.RFC3339))
+	if !ls.LastRefresh.IsZero() {
+		fmt.Fprintf(o.Stdout, ", last refreshed %s (%d since the Runner started)", ls.LastRefresh.Local().Format(time.RFC3339), ls.Refreshes)
+	}
+	fmt.Fprintln(o.Stdout)
+	switch {
+	case ls.Dead:
+		fmt.Fprintf(o.Stdout, "LOGIN DEAD:  the OAuth server refused it (%s); run paddock credential login\n", ls.LastError)
+	case ls.Failing:
+		fmt.Fprintf(o.Stdout, "REFRESH FAILING since %s: %s; next try %s (or run paddock credential login)\n",
+			ls.FailingSince.Local().Format(time.RFC3339), ls.LastError, ls.NextAttempt.Local().Format(time.RFC3339))
+	}
+}
+
+func credentialLoginCmd(g *globals, o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "login",
+		Short: "Log paddock in to your Claude subscription; the Runner keeps the login and refreshes it",
+		Long: `Log paddock in with your Claude account, as Claude Code's own /login does (OAuth with PKCE),
+but for paddock alone: the Runner stores the tokens (0600, in the state directory) and is the one
+that refreshes them, ahead of expiry, so sessions can run for days. Claude Code's own login on
+this machine is untouched.
+
+It prints a URL: open it in a browser on any machine, log in, and paste the code the page shows
+("…#…") here. A credential stored with paddock credential set is replaced.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			u, err := c.StartLogin(cmd.Context())
+			if errors.Is(err, api.ErrNoRunner) {
+				return fmt.Errorf("the Runner keeps and refreshes paddock's login, and it is not running: start it (paddock serve, or systemctl start paddock), then run paddock credential login again: %w", errdefs.ErrUnavailable)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stderr, "Open this URL in a browser (on any machine), log in with your Claude account,\nand paste the code the page shows:\n\n  %s\n\nCode: ", u)
+			line, err := bufio.NewReader(io.LimitReader(o.Stdin, 4<<10)).ReadString('\n')
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read the code: %w", err)
+			}
+			if strings.TrimSpace(line) == "" {
+				return usageError{fmt.Errorf("no code given; run paddock credential login again and paste the code the page shows: %w", errdefs.ErrInvalid)}
+			}
+			st, err := c.FinishLogin(cmd.Context(), strings.TrimSpace(line))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, "paddock is logged in; the token expires %s and the Runner refreshes it ahead of time from now on (paddock credential status)\n",
+				st.Expires.Local().Format(time.RFC3339))
+			return nil
+		},
+	}
+}
+
+func credentialLogoutCmd(g *globals, o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout",
+		Short: "Forget paddock's own login (paddock credential login)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			if err := c.Logout(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintln(o.Stdout, "paddock's login is forgotten; store a credential with paddock credential set or log in again")
+			return nil
+		},
+	}
 }

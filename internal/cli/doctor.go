@@ -149,6 +149,14 @@ func doctor(ctx context.Context, dir string, cfg config.Config, o IO) []check {
 	if err != nil {
 		what = errText(err)
 	}
-	out = append(out, check{"credential", err == nil && st.Present, what, "paddock credential set (reads stdin), or CLAUDE_CODE_OAUTH_TOKEN / ANTHROPIC_API_KEY for paddock serve"})
+	out = append(out, check{"credential", err == nil && st.Present, what, "paddock credential login (refreshed by the Runner), paddock credential set (reads stdin), or CLAUDE_CODE_OAUTH_TOKEN / ANTHROPIC_API_KEY for paddock serve"})
+	// paddock's own login, where there is one: refreshing must work.
+	if ls, lerr := api.NewClient(filepath.Join(dir, statedir.APISocket)).LoginStatus(ctx); lerr == nil && ls.LoggedIn {
+		state := "refreshed by the Runner; expires " + ls.Expires.Local().Format(time.RFC3339)
+		if ls.Failing || ls.Dead {
+			state = "refreshing fails: " + ls.LastError
+		}
+		out = append(out, check{"login", !ls.Failing && !ls.Dead, state, "paddock credential login (a revoked or rotated-away login cannot be refreshed)"})
+	}
 	return out
 }

@@ -134,6 +134,18 @@ type Credential struct {
 	// their own use the owner's (one subscription pays for all). Off, such
 	// a person's sessions are refused until they run paddock credential set.
 	FallbackToOwner bool `toml:"fallback_to_owner"`
+	// OAuth overrides the endpoints of paddock credential login (tests, a
+	// staging server); "" keeps Claude Code's own.
+	OAuth OAuthEndpoints `toml:"oauth"`
+}
+
+// OAuthEndpoints are an OAuth server's addresses and paddock's client id
+// there ([credential.oauth]).
+type OAuthEndpoints struct {
+	AuthorizeURL string `toml:"authorize_url"`
+	TokenURL     string `toml:"token_url"`
+	RedirectURL  string `toml:"redirect_url"`
+	ClientID     string `toml:"client_id"`
 }
 
 // Web configures the Runner's web page.
@@ -413,7 +425,8 @@ var known = []string{
 	"kubernetes.cpu_request", "kubernetes.memory_request_mb",
 	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
-	"credential.fallback_to_owner", "api.group", "users.tokens_per_day", "users.max_sessions", "users.max_streams", "users.limits",
+	"credential.fallback_to_owner", "credential.oauth.authorize_url", "credential.oauth.token_url",
+	"credential.oauth.redirect_url", "credential.oauth.client_id", "api.group", "users.tokens_per_day", "users.max_sessions", "users.max_streams", "users.limits",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
 }
 
@@ -565,6 +578,17 @@ func (c Config) Validate() error {
 		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {
 			return &Error{Key: "web.listen", Msg: fmt.Sprintf("%q is not a loopback host:port or off", c.Web.Listen)}
 		}
+	}
+	o := c.Credential.OAuth
+	for k, v := range map[string]string{"credential.oauth.authorize_url": o.AuthorizeURL, "credential.oauth.token_url": o.TokenURL, "credential.oauth.redirect_url": o.RedirectURL} {
+		if v != "" {
+			if _, err := ParseUpstream(v); err != nil {
+				return &Error{Key: k, Msg: err.Error()}
+			}
+		}
+	}
+	if v := o.ClientID; v != "" && !regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`).MatchString(v) {
+		return &Error{Key: "credential.oauth.client_id", Msg: fmt.Sprintf("%q is not a client id", v)}
 	}
 	if g := c.API.Group; g != "" && !regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`).MatchString(g) {
 		return &Error{Key: "api.group", Msg: fmt.Sprintf("%q is not a group name", g)}

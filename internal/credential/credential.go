@@ -321,6 +321,10 @@ func (c Credential) Usable(now time.Time) error {
 	return fmt.Errorf("the %s credential from %s expired at %s; %s: %w", c.Kind, c.Source, c.Expires.Format(time.RFC3339), hint, ErrExpired)
 }
 
+// PaddockLoginSource starts the Source of a credential from paddock's own
+// login (paddock credential login), which the Runner refreshes.
+const PaddockLoginSource = "paddock-login:"
+
 // Chain is the Runner's Provider: the file first, then the environment
 // captured at start, then Claude Code's own login file. It re-reads the file when it changes (checked at most
 // once per RecheckEvery), so `paddock credential set` takes effect without a
@@ -329,8 +333,15 @@ type Chain struct {
 	File File
 	// Keyring, if Account is set, is read after the file.
 	Keyring Keyring
-	Env     []string
-	Login   LoginFile // Path "" skips it
+	// Paddock, if set, is paddock's own login (internal/oauth's Authority),
+	// read after the keyring and before the environment. It is asked on
+	// every call: it refreshes itself in memory.
+	Paddock interface {
+		Current() (Credential, error)
+		Present() bool
+	}
+	Env   []string
+	Login LoginFile // Path "" skips it
 	// Plan from the configuration fills what the source does not say.
 	Plan         Plan
 	RecheckEvery time.Duration
@@ -364,17 +375,32 @@ func stampOf(p string) fileStamp {
 	return st
 }
 
+// Invalidate makes the next Current look again at once (after paddock's
+// own login was made or dropped).
+func (c *Chain) Invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checked, c.stamp = time.Time{}, [2]fileStamp{}
+	c.cached, c.cachedErr = Credential{}, nil
+}
+
 // Current implements Provider.
 func (c *Chain) Current() (Credential, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	if !c.checked.IsZero() && now.Sub(c.checked) < c.RecheckEvery {
+		if c.Paddock != nil && strings.HasPrefix(c.cached.Source, PaddockLoginSource) {
+			return c.paddock() // refreshed in memory: never a stale copy
+		}
 		return c.cached, c.cachedErr
 	}
 	c.checked = now
 	st := [2]fileStamp{stampOf(c.File.Path), stampOf(c.Login.Path)}
 	if st == c.stamp && c.cachedErr == nil && !c.cached.Secret.IsZero() {
+		if c.Paddock != nil && strings.HasPrefix(c.cached.Source, PaddockLoginSource) {
+			return c.paddock()
+		}
 		return c.cached, c.cachedErr
 	}
 	c.stamp = st
@@ -385,7 +411,9 @@ func (c *Chain) Current() (Credential, error) {
 func (c *Chain) resolve() (Credential, error) {
 	cred, err := c.resolveSource()
 	if err != nil {
-		return Credential{}, err
+		// Only a marker of paddock's login survives (no secret): the next
+		// call asks the login again.
+		return Credential{Source: cred.Source}, err
 	}
 	if cred.Kind == KindOAuth {
 		cred.Plan = c.Plan.Merge(cred.Plan) // configuration first
@@ -407,6 +435,13 @@ func (c *Chain) resolveSource() (Credential, error) {
 			return cred, err
 		}
 	}
+	if c.Paddock != nil && c.Paddock.Present() {
+		cred, err := c.paddock()
+		if err != nil {
+			return Credential{Source: PaddockLoginSource}, err
+		}
+		return cred, nil
+	}
 	if cred, ok := FromEnv(c.Env); ok {
 		return cred, nil
 	}
@@ -417,6 +452,15 @@ func (c *Chain) resolveSource() (Credential, error) {
 		}
 	}
 	return Credential{}, ErrMissing
+}
+
+// paddock is paddock's login's credential now, with the configured plan.
+func (c *Chain) paddock() (Credential, error) {
+	cred, err := c.Paddock.Current()
+	if err == nil {
+		cred.Plan = c.Plan.Merge(cred.Plan)
+	}
+	return cred, err
 }
 
 // Static is a Provider that always returns one credential (tests, benchmarks).

@@ -108,6 +108,12 @@ type Options struct {
 	// its message goes to the box, so it must name what to do and never
 	// hold a secret.
 	SessionCredential func(session string) (credential.Credential, error)
+	// OnExpired, if set, is asked when the upstream answers 401 saying the
+	// token a request went out with expired: a fresher credential, and
+	// true, has the request sent once more with it (the body is whole in
+	// memory); false passes the 401 on. The Runner refreshes its own login
+	// there, once however many requests ask.
+	OnExpired func(ctx context.Context, used credential.Credential) (credential.Credential, bool)
 }
 
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
@@ -313,6 +319,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil && st.relay == nil && errors.Is(err, errdefs.ErrForbidden) {
 		refuse(http.StatusForbidden, anthropic.Permission, err.Error())
+		return
+	}
+	if err != nil && st.relay == nil && errors.Is(err, credential.ErrExpired) {
+		// An expired or dead login: Claude Code shows this, and it says
+		// what to do.
+		refuse(http.StatusUnauthorized, anthropic.Authentication, "paddock: "+err.Error())
 		return
 	}
 	if err != nil && st.relay == nil {

@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -35,6 +36,16 @@ import (
 //     client never takes a cut answer for a whole one.
 func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request, st *reqState) {
 	resp, err := p.tr.RoundTrip(p.outRequest(ctx, r, st))
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && st.relay == nil && p.opts.OnExpired != nil {
+		var again bool
+		if resp, again = p.expired(resp); again {
+			if fresh, ok := p.opts.OnExpired(ctx, st.cred); ok {
+				st.cred = fresh
+				st.entry.Reason = "the token had expired: refreshed and sent again"
+				resp, err = p.tr.RoundTrip(p.outRequest(ctx, r, st))
+			}
+		}
+	}
 	if err != nil {
 		p.upstreamError(w, r, st, err)
 		return
@@ -175,4 +186,32 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, st *reqSta
 	}
 	st.entry.Status, st.entry.Reason = status, msg
 	anthropic.WriteError(w, status, anthropic.APIError, msg, st.entry.RequestID)
+}
+
+// maxExpiredBody bounds the 401 body read to tell an expired token.
+const maxExpiredBody = 16 << 10
+
+// expired reads a 401's body to tell whether it says the token expired
+// (the API's "OAuth token has expired"). If so, the answer is discarded
+// and again is true; if not, resp comes back with its body whole to relay.
+func (p *Proxy) expired(resp *http.Response) (_ *http.Response, again bool) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxExpiredBody+1))
+	if err == nil && len(b) <= maxExpiredBody && bytes.Contains(bytes.ToLower(b), []byte("token has expired")) {
+		resp.Body.Close()
+		return resp, true
+	}
+	resp.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(b), resp.Body), Closer: resp.Body}
+	return resp, false
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// abort passes the tap's abort on to paddock's own upstream body.
+func (r readCloser) abort() {
+	if a, ok := r.Closer.(interface{ abort() }); ok {
+		a.abort()
+	}
 }

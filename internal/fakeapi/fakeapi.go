@@ -60,6 +60,10 @@ type Server struct {
 	// Credentials lists the accepted credential values; empty accepts any
 	// non-empty credential. Checked on /v1/* only, like the real API.
 	Credentials []string
+	// Validate, if set, is asked about a credential not in Credentials:
+	// an OAuth server's access tokens (fakeoauth.Server.Validate). An
+	// expired one gets the API's 401 "OAuth token has expired".
+	Validate func(credential string) (known, expired bool)
 	// EventDelay is slept between SSE events (benchmarks of event delay).
 	// Set it before serving, or with SetPace while serving.
 	EventDelay time.Duration
@@ -271,7 +275,7 @@ func (s *Server) authorized(rec *Request) bool {
 	if rec.Credential == "" {
 		return false
 	}
-	if len(s.Credentials) == 0 {
+	if len(s.Credentials) == 0 && s.Validate == nil {
 		return true
 	}
 	for _, c := range s.Credentials {
@@ -290,7 +294,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, rec *Request) in
 	if !strings.HasPrefix(r.URL.Path, "/v1/") {
 		return writeError(w, 404, "not_found_error", "Not found")
 	}
-	if !s.authorized(rec) {
+	known, expired := s.authorized(rec), false
+	if !known && s.Validate != nil {
+		known, expired = s.Validate(rec.Credential)
+	}
+	if expired {
+		return writeError(w, 401, "authentication_error", "OAuth token has expired. Please obtain a new token or refresh your existing token.")
+	}
+	if !known {
 		msg := "invalid x-api-key"
 		if rec.CredentialHeader == "authorization" {
 			msg = "Invalid bearer token"

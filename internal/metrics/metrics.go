@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/session"
 )
 
@@ -63,6 +64,34 @@ func New(sessions Sessions) *Metrics {
 // Handler serves the exposition.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// LoginStatus exports paddock's own login (paddock credential login) from
+// status at scrape time: paddock_login_expires_timestamp_seconds,
+// paddock_login_refreshes_total, paddock_login_failing (1 while refreshes
+// fail), paddock_login_dead (1 when only a new login helps). Never a token.
+func (m *Metrics) LoginStatus(status func() oauth.Status) {
+	gauge := func(name, help string, f func(oauth.Status) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(status()) })
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	m.reg.MustRegister(
+		gauge("paddock_login_expires_timestamp_seconds", "When the access token of paddock's own login expires (0: no login).", func(s oauth.Status) float64 {
+			if !s.LoggedIn || s.Expires.IsZero() {
+				return 0
+			}
+			return float64(s.Expires.Unix())
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "paddock_login_refreshes_total", Help: "Successful refreshes of paddock's own login since the Runner started."},
+			func() float64 { return float64(status().Refreshes) }),
+		gauge("paddock_login_failing", "1 while refreshing paddock's own login fails (it is retried).", func(s oauth.Status) float64 { return b(s.Failing) }),
+		gauge("paddock_login_dead", "1 when the OAuth server refused paddock's login: run paddock credential login.", func(s oauth.Status) float64 { return b(s.Dead) }),
+	)
 }
 
 // Record implements decisionlog.Sink.

@@ -34,6 +34,7 @@ import (
 	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/metrics"
+	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
@@ -86,10 +87,12 @@ type Runner struct {
 	boxConns    *chanListener // API connections forwarded from boxes' channels
 	egressConns *chanListener // egress connections forwarded from boxes' channels
 	egress      *egress.Proxy
-	usage       *limits.Tracker // per-session limits and the tokens used
-	userUsage   *limits.Users   // per-person limits (users.*)
-	self        session.Person  // the Runner's own user
-	owners      owners          // each session's owner, for the proxy
+	usage       *limits.Tracker  // per-session limits and the tokens used
+	userUsage   *limits.Users    // per-person limits (users.*)
+	self        session.Person   // the Runner's own user
+	owners      owners           // each session's owner, for the proxy
+	login       *oauth.Authority // paddock's own login, refreshed here alone
+	pending     pendingLogins
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
@@ -162,6 +165,9 @@ func New(opts Options) (_ *Runner, err error) {
 		Plan:         credential.Plan{SubscriptionType: cc.SubscriptionType, RateLimitTier: cc.RateLimitTier, Scopes: cc.Scopes},
 		RecheckEvery: time.Second,
 	}
+	r.login = &oauth.Authority{Store: oauth.Store{Path: LoginFile(opts.StateDir)},
+		Client: &oauth.Client{Endpoints: endpoints(cc.OAuth)}, Log: r.log.With(logkey.Component, "login")}
+	r.cred.Paddock = r.login
 	up, err := config.ParseUpstream(opts.Config.Anthropic.Upstream)
 	if err != nil {
 		return nil, err
@@ -180,6 +186,7 @@ func New(opts Options) (_ *Runner, err error) {
 	r.userUsage = limits.NewUsers()
 	r.self = selfPerson()
 	r.metrics = metrics.New(r.Sessions)
+	r.metrics.LoginStatus(r.login.Status)
 	sink := metrics.Tee{r.decisions, r.metrics}
 	r.proxy, err = credproxy.New(credproxy.Options{
 		Limits: userLimiter{r},
@@ -189,6 +196,7 @@ func New(opts Options) (_ *Runner, err error) {
 			return c.Secret, err == nil
 		},
 		SessionCredential:     r.credentialOf,
+		OnExpired:             r.refreshExpired,
 		Upstream:              up,
 		Credential:            r.cred,
 		Tokens:                r.tokens,
@@ -429,6 +437,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go r.guard.Watch(wctx, time.Second)
+	go r.login.Run(wctx) // paddock's own login, refreshed ahead of expiry
 	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	// The same proxy, for connections that arrive over boxes' channels;
 	// each carries its session in its context.

@@ -161,6 +161,24 @@ func (s *Server) Handler() http.Handler {
 		return es, err
 	})))
 	mux.Handle("GET /api/sessions/{ref}/terminal", s.auth(http.HandlerFunc(s.terminal)))
+	if l, ok := s.b.(api.Loginer); ok {
+		// paddock's own login: its state for everyone (it says why sessions
+		// may fail), logging in for admins (the Guard decides).
+		mux.Handle("GET /api/login", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return l.LoginStatus(r.Context()) })))
+		mux.Handle("POST /api/login", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
+			u, err := l.StartLogin(r.Context())
+			return api.LoginStart{URL: u}, err
+		})))
+		mux.Handle("POST /api/login/finish", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
+			var req struct {
+				Code string `json:"code"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 8<<10)).Decode(&req); err != nil {
+				return nil, fmt.Errorf("request body: %v: %w", err, errdefs.ErrInvalid)
+			}
+			return l.FinishLogin(r.Context(), req.Code)
+		})))
+	}
 	return securityHeaders(mux)
 }
 

@@ -35,6 +35,7 @@ async function showList() {
     $("#me").textContent = me.name + (me.admin ? " (admin)" : "");
     $("#allUsersLabel").hidden = !me.admin;
   }
+  showLogin().catch(() => {});
   const rows = await call("GET", "/api/sessions" + ($("#allUsers").checked ? "?all_users=1" : ""));
   const tb = $("#sessions tbody"); tb.textContent = "";
   for (const s of rows) {
@@ -128,4 +129,36 @@ $("#logout").onclick = async () => {
   await call("POST", "/logout").catch(() => {});
   closeSession();
   document.body.textContent = "Logged out. Run `paddock web` on the Runner's host for a new login URL.";
+};
+
+// paddock's own login (paddock credential login): its state for everyone,
+// a way to log in for admins. The code never leaves this form but to the
+// Runner, which alone holds the verifier it belongs to.
+async function showLogin() {
+  const st = await call("GET", "/api/login");
+  const p = $("#login"); p.hidden = false; p.textContent = ""; p.className = "";
+  const say = (text) => p.appendChild(document.createTextNode(text));
+  if (st.dead) { p.className = "error"; say("paddock's Claude login was refused by the server (" + st.last_error + "): log in again. "); }
+  else if (st.failing) { p.className = "error"; say("Refreshing paddock's Claude login fails (" + st.last_error + "); it is retried. "); }
+  else if (st.logged_in) say("Claude login: paddock's own, refreshed by the Runner; the token in use expires " + new Date(st.expires).toLocaleTimeString() + ". ");
+  if (me && me.admin) {
+    const b = document.createElement("button"); b.id = "loginStart"; b.type = "button";
+    b.textContent = st.logged_in ? "log in again" : "log paddock in to Claude";
+    b.onclick = async () => {
+      try { const r = await call("POST", "/api/login"); $("#loginURL").href = r.url; $("#loginFlow").hidden = false; }
+      catch (e) { alert(e.message); }
+    };
+    p.appendChild(b);
+  }
+  if (!p.textContent) p.hidden = true;
+}
+
+$("#loginForm").onsubmit = async (ev) => {
+  ev.preventDefault();
+  $("#loginError").textContent = "logging in…";
+  try {
+    await call("POST", "/api/login/finish", { code: $("#loginCode").value.trim() });
+    $("#loginError").textContent = ""; $("#loginCode").value = ""; $("#loginFlow").hidden = true;
+    showLogin();
+  } catch (e) { $("#loginError").textContent = e.message; }
 };

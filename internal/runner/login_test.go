@@ -1,0 +1,200 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/fakeoauth"
+	"github.com/paddockhq/paddock/internal/oauth"
+	"github.com/paddockhq/paddock/internal/secret"
+)
+
+// loginRunner is a Runner logged in with paddock's own login against a
+// fake OAuth server, whose access tokens the fake upstream checks.
+func loginRunner(t *testing.T, ttl time.Duration) (*Runner, *fakeoauth.Server, *fakeapi.Server) {
+	t.Helper()
+	fs := fakeoauth.New(oauth.Claude.ClientID, oauth.Claude.RedirectURL)
+	fs.AccessTTL = ttl
+	os := httptest.NewServer(fs)
+	t.Cleanup(os.Close)
+	fake := fakeapi.New()
+	fake.Validate = fs.Validate
+	up := httptest.NewServer(fake)
+	t.Cleanup(up.Close)
+	cfg := config.Default()
+	cfg.Anthropic.Upstream = up.URL
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Web.Listen = "off"
+	cfg.Credential.ClaudeLoginFile = "off"
+	cfg.Credential.OAuth = config.OAuthEndpoints{AuthorizeURL: os.URL + "/oauth/authorize", TokenURL: os.URL + "/v1/oauth/token"}
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, r)
+	u, err := r.StartLogin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := fs.Authorize(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.FinishLogin(context.Background(), shown); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.cred.Current(); err != nil || !strings.HasPrefix(c.Source, credential.PaddockLoginSource) {
+		t.Fatalf("the credential in use: %+v %v", c.Status(), err)
+	}
+	return r, fs, fake
+}
+
+// stream sends one streaming request through the proxy with a session
+// token and reads it to the end; "" means a whole answer.
+func stream(r *Runner, tok secret.Value) string {
+	req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages",
+		strings.NewReader(`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "message_stop") {
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	return ""
+}
+
+// TestTenSessionsAcrossAnExpiry: 10 sessions stream without a pause
+// while the login's access token nears its expiry: the Runner refreshes
+// once, ahead of it, and no request fails.
+func TestTenSessionsAcrossAnExpiry(t *testing.T) {
+	r, fs, fake := loginRunner(t, 5*time.Second)
+	fake.SetPace(20*time.Millisecond, 5) // each stream lasts a little
+	var toks []secret.Value
+	for i := range 10 {
+		tok, err := r.Tokens().Issue(fmt.Sprintf("sess%08d", i), credential.KindOAuth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	before := fs.Refreshes()
+	stop := time.Now().Add(7 * time.Second) // the token is refreshed at 4.5 s
+	var ok, failed atomic.Int64
+	var mu sync.Mutex
+	var fails []string
+	var wg sync.WaitGroup
+	for _, tok := range toks {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				if why := stream(r, tok); why != "" {
+					failed.Add(1)
+					mu.Lock()
+					fails = append(fails, why)
+					mu.Unlock()
+				} else {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := fs.Refreshes() - before; n != 1 || failed.Load() != 0 || ok.Load() < 100 {
+		t.Fatalf("%d refreshes, %d requests failed, %d whole: %v", n, failed.Load(), ok.Load(), fails[:min(3, len(fails))])
+	}
+	st := r.login.Status()
+	if st.Refreshes != 1 || st.Failing {
+		t.Fatalf("status %+v", st)
+	}
+	t.Logf("%d whole streams over 7 s across the refresh", ok.Load())
+}
+
+// TestExpiredTokenRefreshedOnce: the API calls the token expired before
+// paddock thought it would (the server's clock ahead): the requests in
+// flight cause one refresh and are sent again; none fails.
+func TestExpiredTokenRefreshedOnce(t *testing.T) {
+	r, fs, _ := loginRunner(t, time.Hour)
+	tok, err := r.Tokens().Issue("sessexpired1", credential.KindOAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := stream(r, tok); why != "" {
+		t.Fatal(why)
+	}
+	// The OAuth server (and so the API) is now 2 hours ahead: every token
+	// issued so far has expired there.
+	fs.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	before := fs.Refreshes()
+	var wg sync.WaitGroup
+	errs := make(chan string, 10)
+	for range 10 {
+		wg.Go(func() {
+			if why := stream(r, tok); why != "" {
+				errs <- why
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("a request failed: %s", e)
+	}
+	if n := fs.Refreshes() - before; n != 1 {
+		t.Fatalf("%d refreshes", n)
+	}
+	es, _ := r.decisions.Read("sessexpired1", 0)
+	again := 0
+	for _, e := range es {
+		if strings.Contains(e.Reason, "refreshed and sent again") {
+			again++
+		}
+	}
+	if again == 0 {
+		t.Fatal("no request was recorded as sent again")
+	}
+}
+
+// TestDeadLoginTellsTheBox: a login the OAuth server revoked gives boxes
+// a 401 in the API's shape that says to log in again; no upstream request.
+func TestDeadLoginTellsTheBox(t *testing.T) {
+	r, fs, fake := loginRunner(t, time.Hour)
+	tok, _ := r.Tokens().Issue("sessdead0001", credential.KindOAuth)
+	fs.RevokeAll()
+	fs.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	cur, _ := r.login.Current()
+	_ = r.login.RefreshNow(context.Background(), cur.Secret)
+	fake.Reset()
+	req, _ := http.NewRequest("POST", "http://"+r.ProxyAddr()+"/v1/messages", strings.NewReader(`{"model":"m","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.Contains(string(b), `"authentication_error"`) || !strings.Contains(string(b), "paddock credential login") {
+		t.Fatalf("a dead login: %d %s", resp.StatusCode, b)
+	}
+	if n := len(fake.Requests()); n != 0 {
+		t.Fatalf("%d upstream requests with a dead login", n)
+	}
+}
