@@ -3,14 +3,19 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/oauth"
+	"github.com/paddockhq/paddock/internal/session"
 )
 
 // LoginFile is where paddock's own login (paddock credential login) is
@@ -45,14 +50,88 @@ type pendingLogins struct {
 
 type pendingLogin struct {
 	p   oauth.PKCE
+	uid uint32 // who started it: only they finish it
 	exp time.Time
+}
+
+// userLogins are the members' own logins on a team server, each with its
+// own Authority (users/<uid>/login.json), refreshed by this Runner too.
+type userLogins struct {
+	mu  sync.Mutex
+	m   map[uint32]*oauth.Authority
+	ctx context.Context // Serve's: each Authority's Run ends with it
+}
+
+// loginOf is p's login: the owner's for admins, else their own (made
+// when create, or when a login of theirs is stored).
+func (r *Runner) loginOf(p session.Person, create bool) *oauth.Authority {
+	if r.usesOwnersCredential(p) {
+		return r.login
+	}
+	r.ulogins.mu.Lock()
+	defer r.ulogins.mu.Unlock()
+	if a := r.ulogins.m[p.UID]; a != nil {
+		return a
+	}
+	path := filepath.Join(r.opts.StateDir, "users", strconv.FormatUint(uint64(p.UID), 10), "login.json")
+	if !create {
+		if _, err := os.Stat(path); err != nil {
+			return nil
+		}
+	}
+	a := &oauth.Authority{Store: oauth.Store{Path: path}, Client: r.login.Client, Log: r.log.With(logkey.Component, "login", "user", p.Name)}
+	if r.ulogins.m == nil {
+		r.ulogins.m = map[uint32]*oauth.Authority{}
+	}
+	r.ulogins.m[p.UID] = a
+	if r.ulogins.ctx != nil {
+		go a.Run(r.ulogins.ctx)
+	}
+	return a
+}
+
+// runLogins starts refreshing the owner's login and every member's
+// stored one, until ctx ends.
+func (r *Runner) runLogins(ctx context.Context) {
+	go r.login.Run(ctx)
+	r.ulogins.mu.Lock()
+	r.ulogins.ctx = ctx
+	for _, a := range r.ulogins.m {
+		go a.Run(ctx)
+	}
+	r.ulogins.mu.Unlock()
+	files, _ := filepath.Glob(filepath.Join(r.opts.StateDir, "users", "*", "login.json"))
+	for _, f := range files {
+		uid, err := strconv.ParseUint(filepath.Base(filepath.Dir(f)), 10, 32)
+		if err != nil {
+			continue
+		}
+		p := session.Person{UID: uint32(uid)}
+		if u, err := user.LookupId(strconv.FormatUint(uid, 10)); err == nil {
+			p.Name = u.Username
+		}
+		r.loginOf(p, false)
+	}
+}
+
+// allLogins is the owner's login and the members'.
+func (r *Runner) allLogins() []*oauth.Authority {
+	r.ulogins.mu.Lock()
+	defer r.ulogins.mu.Unlock()
+	out := []*oauth.Authority{r.login}
+	for _, a := range r.ulogins.m {
+		out = append(out, a)
+	}
+	return out
 }
 
 const loginTTL = 15 * time.Minute
 
-// StartLogin begins paddock credential login: the URL the person opens.
-// Its verifier stays in the Runner's memory for 15 minutes.
-func (r *Runner) StartLogin(context.Context) (string, error) {
+// StartLogin begins paddock credential login for the caller (the owner's
+// login for admins, their own for a team server's members): the URL the
+// person opens. Its verifier stays in the Runner's memory for 15 minutes.
+func (r *Runner) StartLogin(ctx context.Context) (string, error) {
+	who := r.caller(ctx)
 	p, err := oauth.NewPKCE()
 	if err != nil {
 		return "", err
@@ -71,7 +150,7 @@ func (r *Runner) StartLogin(context.Context) (string, error) {
 	if len(r.pending.m) >= 16 {
 		return "", fmt.Errorf("16 logins are started and not finished; finish one, or wait 15 minutes: %w", errdefs.ErrLimit)
 	}
-	r.pending.m[p.State] = pendingLogin{p: p, exp: now.Add(loginTTL)}
+	r.pending.m[p.State] = pendingLogin{p: p, uid: who.UID, exp: now.Add(loginTTL)}
 	return r.login.Client.LoginURL(p), nil
 }
 
@@ -87,8 +166,9 @@ func (r *Runner) FinishLogin(ctx context.Context, pasted string) (oauth.Status, 
 		delete(r.pending.m, state) // one try per login: a code is single-use anyway
 	}
 	r.pending.mu.Unlock()
-	if !ok || time.Now().After(pl.exp) {
-		return oauth.Status{}, fmt.Errorf("no login waits for that code (each is good for 15 minutes, once); start again with paddock credential login: %w", errdefs.ErrInvalid)
+	who := r.caller(ctx)
+	if !ok || time.Now().After(pl.exp) || pl.uid != who.UID {
+		return oauth.Status{}, fmt.Errorf("no login of yours waits for that code (each is good for 15 minutes, once); start again with paddock credential login: %w", errdefs.ErrInvalid)
 	}
 	code, err := oauth.ParseCode(pasted, pl.p)
 	if err != nil {
@@ -98,14 +178,23 @@ func (r *Runner) FinishLogin(ctx context.Context, pasted string) (oauth.Status, 
 	if err != nil {
 		return oauth.Status{}, fmt.Errorf("log in: %w; start again with paddock credential login", err)
 	}
-	if err := r.login.Install(t); err != nil {
+	a := r.loginOf(who, true)
+	if err := os.MkdirAll(filepath.Dir(a.Store.Path), 0o700); err != nil {
 		return oauth.Status{}, err
 	}
-	if err := (credential.File{Path: CredentialFile(r.opts.StateDir)}).Remove(); err != nil {
+	if err := a.Install(t); err != nil {
+		return oauth.Status{}, err
+	}
+	// One stored credential per person: the login replaces a set one.
+	stored := credential.File{Path: CredentialFile(r.opts.StateDir)}
+	if a != r.login {
+		stored = r.userCredFile(who.UID)
+	}
+	if err := stored.Remove(); err != nil {
 		r.log.Warn("paddock's login: could not remove the stored credential file", "error", err)
 	}
 	r.cred.Invalidate()
-	return r.login.Status(), nil
+	return a.Status(), nil
 }
 
 func cutHash(s string) (string, string, bool) {
@@ -124,12 +213,21 @@ func trimSpace(s string) string {
 	return s
 }
 
-// LoginStatus is paddock's login's state (never a token).
-func (r *Runner) LoginStatus(context.Context) (oauth.Status, error) { return r.login.Status(), nil }
+// LoginStatus is the caller's login's state (never a token).
+func (r *Runner) LoginStatus(ctx context.Context) (oauth.Status, error) {
+	if a := r.loginOf(r.caller(ctx), false); a != nil {
+		return a.Status(), nil
+	}
+	return oauth.Status{}, nil
+}
 
-// Logout forgets paddock's login.
-func (r *Runner) Logout(context.Context) error {
-	err := r.login.Logout()
+// Logout forgets the caller's login.
+func (r *Runner) Logout(ctx context.Context) error {
+	a := r.loginOf(r.caller(ctx), false)
+	if a == nil {
+		return nil
+	}
+	err := a.Logout()
 	r.cred.Invalidate()
 	return err
 }
@@ -141,14 +239,20 @@ func (r *Runner) refreshExpired(ctx context.Context, used credential.Credential)
 	if len(used.Source) < len(credential.PaddockLoginSource) || used.Source[:len(credential.PaddockLoginSource)] != credential.PaddockLoginSource {
 		return credential.Credential{}, false
 	}
-	if err := r.login.RefreshNow(ctx, used.Secret); err != nil {
-		return credential.Credential{}, false
+	for _, a := range r.allLogins() {
+		if used.Source != credential.PaddockLoginSource+a.Store.Path {
+			continue
+		}
+		if err := a.RefreshNow(ctx, used.Secret); err != nil {
+			return credential.Credential{}, false
+		}
+		c, err := a.Current()
+		if err != nil || c.Secret.Equal(used.Secret) {
+			return credential.Credential{}, false
+		}
+		c.Plan = r.cred.Plan.Merge(c.Plan)
+		c.User = used.User
+		return c, true
 	}
-	c, err := r.login.Current()
-	if err != nil || c.Secret.Equal(used.Secret) {
-		return credential.Credential{}, false
-	}
-	c.Plan = r.cred.Plan.Merge(c.Plan)
-	c.User = used.User
-	return c, true
+	return credential.Credential{}, false
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/fakeoauth"
 	"github.com/paddockhq/paddock/internal/oauth"
+	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/session"
 )
 
 // loginRunner is a Runner logged in with paddock's own login against a
@@ -196,5 +198,53 @@ func TestDeadLoginTellsTheBox(t *testing.T) {
 	}
 	if n := len(fake.Requests()); n != 0 {
 		t.Fatalf("%d upstream requests with a dead login", n)
+	}
+}
+
+// TestMemberLogin: on a team server a member logs in as themselves; their
+// sessions use their own login, refreshed by the Runner like the owner's;
+// another person cannot finish their login.
+func TestMemberLogin(t *testing.T) {
+	r, fs, _ := loginRunner(t, time.Hour)
+	ann := people.With(context.Background(), people.Person{UID: 4243001, Name: "ann"})
+	ben := people.With(context.Background(), people.Person{UID: 4243002, Name: "ben"})
+	u, err := r.StartLogin(ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := fs.Authorize(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.FinishLogin(ben, shown); err == nil || !strings.Contains(err.Error(), "no login of yours") {
+		t.Fatalf("ben finishing ann's login: %v", err)
+	}
+	// ben's try used it up: ann starts again.
+	u, _ = r.StartLogin(ann)
+	shown, _ = fs.Authorize(u)
+	if _, err := r.FinishLogin(ann, shown); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := r.login.Current()
+	c, err := r.credentialOfPerson(session.Person{UID: 4243001, Name: "ann"})
+	if err != nil || c.User != "ann" || c.Secret.Equal(owner.Secret) || !strings.HasPrefix(c.Source, credential.PaddockLoginSource) ||
+		!strings.Contains(c.Source, "4243001") {
+		t.Fatalf("ann's credential: %+v %v", c.Status(), err)
+	}
+	if st, _ := r.LoginStatus(ann); !st.LoggedIn {
+		t.Fatalf("ann's login status %+v", st)
+	}
+	if st, _ := r.LoginStatus(ben); st.LoggedIn {
+		t.Fatalf("ben has a login: %+v", st)
+	}
+	// Refreshed by the Runner like the owner's: the API calls it expired.
+	if fresh, ok := r.refreshExpired(context.Background(), c); !ok || fresh.Secret.Equal(c.Secret) {
+		t.Fatal("ann's login was not refreshed")
+	}
+	if err := r.Logout(ann); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.credentialOfPerson(session.Person{UID: 4243001, Name: "ann"}); err == nil {
+		t.Fatal("ann has a credential after logging out")
 	}
 }

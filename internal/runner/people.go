@@ -111,8 +111,14 @@ func (r *Runner) credentialOfPerson(p session.Person) (credential.Credential, er
 		if !errors.Is(err, credential.ErrMissing) {
 			return credential.Credential{}, err
 		}
+		if a := r.loginOf(p, false); a != nil && a.Present() {
+			c, err := a.Current()
+			c.User = p.Name
+			c.Plan = r.cred.Plan.Merge(c.Plan)
+			return c, err
+		}
 		if !r.opts.Config.Credential.FallbackToOwner {
-			return credential.Credential{}, fmt.Errorf("%s has no credential of their own, and this Runner does not lend its owner's (credential.fallback_to_owner is off); %s stores one with `paddock credential set`: %w",
+			return credential.Credential{}, fmt.Errorf("%s has no credential of their own, and this Runner does not lend its owner's (credential.fallback_to_owner is off); %s stores one with paddock credential login or paddock credential set: %w",
 				p.Name, p.Name, errdefs.ErrForbidden)
 		}
 	}

@@ -93,6 +93,7 @@ type Runner struct {
 	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone
 	pending     pendingLogins
+	ulogins     userLogins // the members' own logins
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
@@ -437,7 +438,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go r.guard.Watch(wctx, time.Second)
-	go r.login.Run(wctx) // paddock's own login, refreshed ahead of expiry
+	r.runLogins(wctx) // paddock's own logins, refreshed ahead of expiry
 	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	// The same proxy, for connections that arrive over boxes' channels;
 	// each carries its session in its context.
