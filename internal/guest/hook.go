@@ -41,6 +41,7 @@ type reportHub struct {
 	reaped  activity.Limiter // orphans may be reaped in bursts: one report a second is enough
 	subs    map[*subscriber]struct{}
 	dropped int // over the rate, since the guest started
+	passed  int // through the rate, since the guest started
 }
 
 type subscriber struct {
@@ -70,6 +71,7 @@ func (h *reportHub) publish(r activity.Report) {
 		h.dropped++
 		return
 	}
+	h.passed++
 	for s := range h.subs {
 		s.mu.Lock()
 		if len(s.queue) >= subscriberQueue {

@@ -44,6 +44,7 @@ func TestHookFloodIsCapped(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	sent := 0
+	start := time.Now()
 	for i := 0; i < 500; i++ {
 		wg.Add(1)
 		go func() {
@@ -72,10 +73,12 @@ func TestHookFloodIsCapped(t *testing.T) {
 		t.Fatalf("%d reports queued, the queue holds %d", len(got), subscriberQueue)
 	}
 	g.reports.mu.Lock()
-	dropped := g.reports.dropped
+	passed := g.reports.passed
 	g.reports.mu.Unlock()
-	if dropped == 0 && sent > reportBurst+10 {
-		t.Fatalf("%d reports sent at once, none dropped by the rate limit", sent)
+	// However many the connection cap refused first (many, on a loaded
+	// machine), what passed is the burst and the rate, never more.
+	if most := reportBurst + int(reportRate*time.Since(start).Seconds()) + 1; passed > most {
+		t.Fatalf("%d of %d reports passed within %v; the rate allows %d", passed, sent, time.Since(start), most)
 	}
 	for _, l := range got {
 		if _, err := activity.ParseReport(l); err != nil {
