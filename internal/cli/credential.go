@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,11 +171,8 @@ func credentialStatusCmd(g *globals, o IO) *cobra.Command {
 					// A team server's member with none of their own.
 					fmt.Fprintln(o.Stdout, "no credential of your own:", err)
 					return nil
-				case errors.Is(err, credential.ErrExpired):
-					fmt.Fprintln(o.Stdout, "UNUSABLE:    "+err.Error())
-					if ls, lerr := c.LoginStatus(cmd.Context()); lerr == nil && ls.LoggedIn {
-						printLogin(o, ls)
-					}
+				case note == "" && loginShown(cmd.Context(), o, c, err):
+					// paddock's login is the credential, and unusable: say why.
 					return nil
 				default:
 					return err
@@ -345,4 +343,16 @@ func credentialLogoutCmd(g *globals, o IO) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// loginShown prints an unusable credential's error with paddock's login's
+// state, when there is a login; false when there is none.
+func loginShown(ctx context.Context, o IO, c *api.Client, err error) bool {
+	ls, lerr := c.LoginStatus(ctx)
+	if lerr != nil || !ls.LoggedIn {
+		return false
+	}
+	fmt.Fprintln(o.Stdout, "UNUSABLE:    "+err.Error())
+	printLogin(o, ls)
+	return true
 }
