@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/secret"
 )
 
@@ -52,7 +54,14 @@ func TestExpiredRefreshedAndSentAgain(t *testing.T) {
 	if resp.StatusCode != 200 || asked.Load() != 1 || len(seen) != 2 || seen[1] != "Bearer "+fresh || bodies[0] != bodies[1] {
 		t.Fatalf("status %d, asked %d, upstream saw %v: %s", resp.StatusCode, asked.Load(), len(seen), b)
 	}
-	if e := h.sink.all(); len(e) != 1 || !strings.Contains(e[0].Reason, "refreshed and sent again") {
+	// The decision is recorded once the answer is out: wait for it.
+	var e []decisionlog.Entry
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if e = h.sink.all(); len(e) > 0 {
+			break
+		}
+	}
+	if len(e) != 1 || !strings.Contains(e[0].Reason, "refreshed and sent again") {
 		t.Fatalf("the decision: %+v", e)
 	}
 	// Another 401 passes as it came, body and all; OnExpired is not asked.
