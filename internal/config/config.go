@@ -262,7 +262,20 @@ type Log struct {
 type Anthropic struct {
 	// Upstream is the base URL; https always, http only to a loopback address.
 	Upstream string `toml:"upstream"`
+	// CAFile, if set, holds the only roots (PEM) an https upstream's
+	// certificate may chain to: a test server's, or a corporate gateway's.
+	CAFile string `toml:"ca_file"`
+	// Direct lets the requests Claude Code sends to the API host itself,
+	// not to its base URL (fast mode, /status usage, managed settings;
+	// docs/DIRECT-REQUESTS.md), through the Runner: it terminates TLS for
+	// that host with a CA of its own that boxes trust, forwards only the
+	// allowlisted routes with the credential swapped in, and refuses the
+	// rest. Off, they are refused as before. Default on.
+	Direct *bool `toml:"direct"`
 }
+
+// DirectOn reports whether anthropic.direct is on (the default).
+func (a Anthropic) DirectOn() bool { return a.Direct == nil || *a.Direct }
 
 // Proxy tunes the credential proxy.
 type Proxy struct {
@@ -425,7 +438,7 @@ var known = []string{
 	"kubernetes.cpu_request", "kubernetes.memory_request_mb",
 	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
-	"credential.fallback_to_owner", "credential.oauth.authorize_url", "credential.oauth.token_url",
+	"anthropic.ca_file", "anthropic.direct", "credential.fallback_to_owner", "credential.oauth.authorize_url", "credential.oauth.token_url",
 	"credential.oauth.redirect_url", "credential.oauth.client_id", "api.group", "users.tokens_per_day", "users.max_sessions", "users.max_streams", "users.limits",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
 }
@@ -578,6 +591,9 @@ func (c Config) Validate() error {
 		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {
 			return &Error{Key: "web.listen", Msg: fmt.Sprintf("%q is not a loopback host:port or off", c.Web.Listen)}
 		}
+	}
+	if f := c.Anthropic.CAFile; f != "" && !strings.HasPrefix(f, "/") {
+		return &Error{Key: "anthropic.ca_file", Msg: fmt.Sprintf("%q must be an absolute path", f)}
 	}
 	o := c.Credential.OAuth
 	for k, v := range map[string]string{"credential.oauth.authorize_url": o.AuthorizeURL, "credential.oauth.token_url": o.TokenURL, "credential.oauth.redirect_url": o.RedirectURL} {

@@ -36,6 +36,8 @@ package credproxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +97,9 @@ type Options struct {
 	MaxIdleConns int
 	// Transport replaces the upstream transport (tests); nil builds one.
 	Transport http.RoundTripper
+	// UpstreamRoots, if set, are the only roots an https upstream's
+	// certificate may chain to (a test server's); nil uses the system's.
+	UpstreamRoots *x509.CertPool
 	// Limits, if set, may refuse a request with 429 before it goes upstream.
 	Limits Limiter
 	// Relays are further routes to other upstreams (a hub's /mod/*, …),
@@ -168,7 +173,11 @@ func New(opts Options) (*Proxy, error) {
 	p.idPrefix = "req_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "_"
 	p.tr = opts.Transport
 	if p.tr == nil {
-		p.tr = NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
+		t := NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
+		if opts.UpstreamRoots != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: opts.UpstreamRoots}
+		}
+		p.tr = t
 	}
 	_, p.ownTransport = p.tr.(*Transport)
 	return p, nil
@@ -219,6 +228,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// One deferred finish, so that it runs even when the reverse proxy aborts
 	// a broken stream with panic(http.ErrAbortHandler).
 	defer p.finish(st, w, r, start)
+	// A request over a box's channel is that box's, token or not: its
+	// refusals go to its session's log too. The token must still agree.
+	if ch, ok := channelSession(r.Context()); ok {
+		st.entry.Session = ch
+	}
 
 	refuse := func(status int, typ, reason string) {
 		st.entry.Decision, st.entry.Reason, st.entry.Status = "refused", reason, status
@@ -261,8 +275,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dec, _ := url.PathUnescape(suffix) // checked above: no escaped separators
 		st.relay, st.relayPath, st.query = rl, dec, q
 	} else {
-		rts := matchPath(rawPath)
+		direct := isDirect(r.Context())
+		rts := matchPath(rawPath, direct)
 		if len(rts) == 0 {
+			if direct {
+				refuse(http.StatusNotFound, anthropic.NotFound, "paddock lets the API host's "+strconv.Quote(logkey.Clip(rawPath, 80))+" through to no one (see docs/DIRECT-REQUESTS.md)")
+				return
+			}
 			refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models"+p.relayNote())
 			return
 		}

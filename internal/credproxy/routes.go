@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"net/url"
@@ -58,15 +59,48 @@ func isModelID(v string) bool { return modelID.MatchString(v) }
 // matchPath finds routes by the raw request-target path, byte for byte: no
 // decoding, no cleaning, no case folding, so "/v1/%6Dessages", "/v1//messages",
 // "/V1/messages" and "/v1/messages/" are all unknown paths.
-func matchPath(rawPath string) []route {
+func matchPath(rawPath string, direct bool) []route {
 	var out []route
 	for _, rt := range routes {
 		if rt.path == rawPath {
 			out = append(out, rt)
 		}
 	}
+	if direct {
+		for _, rt := range directRoutes {
+			if rt.path == rawPath {
+				out = append(out, rt)
+			}
+		}
+	}
 	return out
 }
+
+// directRoutes are requests Claude Code sends to the API host itself, not
+// to its base URL, that paddock lets through for a feature it wins back
+// (docs/DIRECT-REQUESTS.md says what each is, how it was measured, and
+// why it may pass). They are served only on connections whose TLS the
+// Runner terminated for that host (WithDirect), with the session token
+// swapped for the credential like any other route; every other path the
+// CLI sends there (telemetry, event logging, evaluations) is refused.
+var directRoutes = []route{
+	// Fast mode: whether the account may use it (the CLI's "penguin mode").
+	{method: http.MethodGet, path: "/api/claude_code_penguin_mode"},
+	// /status and /usage: the plan's usage and limits.
+	{method: http.MethodGet, path: "/api/oauth/usage"},
+	// Remote managed settings of the account's organization.
+	{method: http.MethodGet, path: "/api/claude_code/settings"},
+}
+
+type directKey struct{}
+
+// WithDirect marks a connection's context as one whose TLS the Runner
+// terminated for the API host: the direct routes are served on it.
+func WithDirect(ctx context.Context) context.Context {
+	return context.WithValue(ctx, directKey{}, true)
+}
+
+func isDirect(ctx context.Context) bool { v, _ := ctx.Value(directKey{}).(bool); return v }
 
 // parseQuery parses a query strictly: no ';' (which some servers take for
 // '&'), nothing malformed. An empty query gives nil values; a refusal, a

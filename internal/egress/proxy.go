@@ -46,6 +46,11 @@ type Options struct {
 	// Dial replaces the dialer (tests use it to prove no other address is
 	// ever dialed); nil dials TCP.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// Terminate, if set, names the CONNECT targets whose TLS the Runner
+	// terminates itself (the Anthropic API host), in every posture,
+	// offline included: for those, serve takes the box's connection after
+	// the 200, its buffered bytes first, and nothing is dialed here.
+	Terminate func(session, host string, port int) (serve func(session string, c net.Conn), ok bool)
 }
 
 // Proxy is the egress proxy: CONNECT tunnels and absolute-form HTTP, for
@@ -109,6 +114,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.Session = session
+	if r.Method == http.MethodConnect && p.o.Terminate != nil {
+		if host, port, err := SplitHostPort(r.RequestURI, 0); err == nil {
+			if serve, ok := p.o.Terminate(session, host, port); ok {
+				e.Host, e.Port, e.Path = host, port, clip(r.Method+" "+r.RequestURI)
+				p.terminate(w, &e, session, serve)
+				return
+			}
+		}
+	}
 	pol := p.o.Policy(session)
 	if pol == nil {
 		deny(http.StatusForbidden, "posture offline", "this session's egress posture is offline")
@@ -361,4 +375,45 @@ func (p *Proxy) record(e decisionlog.Entry) {
 		slog.String("host", e.Host), slog.Int("port", e.Port), slog.String("addr", e.Addr),
 		slog.String("rule", e.Rule), slog.String(logkey.Reason, e.Reason), slog.Int(logkey.Status, e.Status),
 		slog.Int64(logkey.BytesIn, e.BytesIn), slog.Int64(logkey.BytesOut, e.BytesOut))
+}
+
+// terminate answers a CONNECT to a terminated host with 200 and hands the
+// connection (its buffered bytes first) to serve, which speaks TLS as that
+// host; each request inside is the credential proxy's to judge and log.
+func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session string, serve func(string, net.Conn)) {
+	if !p.acquire(session) {
+		e.Decision, e.Status, e.Reason = "denied", http.StatusTooManyRequests, fmt.Sprintf("this session has %d connections open, the most allowed", p.o.MaxTunnels)
+		http.Error(w, "paddock egress: denied: "+e.Reason, http.StatusTooManyRequests)
+		return
+	}
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		p.release(session)
+		e.Decision, e.Reason = "error", "hijack: "+err.Error()
+		return
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		c.Close()
+		p.release(session)
+		return
+	}
+	e.Decision, e.Status, e.Rule = "terminated", http.StatusOK, "the Anthropic API, through the Runner"
+	serve(session, &releasingConn{Conn: c, r: brw.Reader, done: func() { p.release(session) }})
+}
+
+// releasingConn reads the hijacked connection's buffer first and gives
+// its tunnel slot back once closed.
+type releasingConn struct {
+	net.Conn
+	r    io.Reader
+	once sync.Once
+	done func()
+}
+
+func (c *releasingConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+func (c *releasingConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.done)
+	return err
 }

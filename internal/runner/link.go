@@ -83,7 +83,7 @@ func (r *Runner) linkSession(ctx context.Context, be sandbox.Backend, s *session
 	if err != nil {
 		return nil, err
 	}
-	if s.Egress != session.EgressOffline {
+	if s.Egress != session.EgressOffline || r.direct(s) { // the direct path is there in every posture
 		if err := l.Client.Listen(BoxEgressAddr, ServiceEgress, time.Now().Add(30*time.Second)); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("open the egress address in the box: %w", err)
@@ -144,6 +144,7 @@ type sessionConn struct {
 	net.Conn
 	r       *bufio.Reader // may hold bytes read past the header
 	session string
+	direct  bool   // TLS the Runner terminated for DirectHost
 	closed  func() // runs once, at the first Close
 	once    sync.Once
 }
@@ -161,6 +162,9 @@ func (c *sessionConn) Close() error {
 // connContext tags a forwarded connection's requests with its session.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if sc, ok := c.(*sessionConn); ok {
+		if sc.direct {
+			ctx = credproxy.WithDirect(ctx)
+		}
 		return credproxy.WithChannelSession(ctx, sc.session)
 	}
 	return ctx

@@ -41,6 +41,7 @@ import (
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/tlsterm"
 	"github.com/paddockhq/paddock/internal/version"
 	"github.com/paddockhq/paddock/internal/web"
 )
@@ -93,7 +94,8 @@ type Runner struct {
 	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone
 	pending     pendingLogins
-	ulogins     userLogins // the members' own logins
+	ulogins     userLogins  // the members' own logins
+	ca          *tlsterm.CA // terminates TLS for DirectHost (anthropic.direct)
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	policies    map[string]*egress.Policy // by session id; none means offline
@@ -189,9 +191,17 @@ func New(opts Options) (_ *Runner, err error) {
 	r.metrics = metrics.New(r.Sessions)
 	r.metrics.LoginStatus(r.login.Status)
 	sink := metrics.Tee{r.decisions, r.metrics}
+	if err := r.openCA(); err != nil {
+		return nil, err
+	}
+	roots, err := upstreamRoots(opts.Config.Anthropic.CAFile)
+	if err != nil {
+		return nil, err
+	}
 	r.proxy, err = credproxy.New(credproxy.Options{
-		Limits: userLimiter{r},
-		Relays: relays,
+		UpstreamRoots: roots,
+		Limits:        userLimiter{r},
+		Relays:        relays,
 		RelaySecret: func(id, relay string) (secret.Value, bool) {
 			c, err := r.relaySecretFile(id, relay).Load()
 			return c.Secret, err == nil
@@ -231,6 +241,7 @@ func New(opts Options) (_ *Runner, err error) {
 		Decisions:                   metrics.Tee{r.decisions, r.metrics},
 		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
 		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
+		Terminate:                   r.terminate,
 	})
 	return r, nil
 }

@@ -605,10 +605,18 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 			o.Extra = append(o.Extra, cred.Plan.Env()...)
 		}
 	}
-	if s.Egress != session.EgressOffline {
+	if s.Egress != session.EgressOffline || r.direct(s) {
 		p := "http://" + BoxEgressAddr
 		o.Extra = append(o.Extra, "HTTPS_PROXY="+p, "HTTP_PROXY="+p, "https_proxy="+p, "http_proxy="+p,
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	}
+	if r.direct(s) {
+		// The CA certificate (never its key), trusted for DirectHost alone.
+		o.Extra = append(o.Extra, "NODE_EXTRA_CA_CERTS="+BoxCAFile)
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+		if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
+			return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
+		}
 	}
 	env := claudecode.Env(o)
 	if err := first.write(link); err != nil { // the setup's files, ~/.gitconfig, the prompt
@@ -679,7 +687,7 @@ exec "$@"`
 // that its interface reaches nothing.
 func (r *Runner) selfTest(ctx context.Context, link *Link, s *session.Session) error {
 	args := []string{"guest", "selftest"}
-	if s.Egress != session.EgressOffline {
+	if s.Egress != session.EgressOffline || r.direct(s) {
 		args = append(args, "--proxy", BoxEgressAddr)
 	}
 	be, err := r.backend(ctx, s.Backend)

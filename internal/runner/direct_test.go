@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/session"
+)
+
+// directUpstream is the fake API over TLS (a test certificate the Runner
+// trusts through anthropic.ca_file), with the direct routes added.
+type directUpstream struct {
+	fake *fakeapi.Server
+	mu   sync.Mutex
+	seen []string // METHOD path credential
+}
+
+func (d *directUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	d.seen = append(d.seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	d.mu.Unlock()
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"enabled":true}`)
+		return
+	}
+	d.fake.ServeHTTP(w, r)
+}
+
+func (d *directUpstream) requests() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.seen...)
+}
+
+// directRunner is a Runner with anthropic.direct on, against a TLS
+// upstream, and a session token for session id.
+func directRunner(t *testing.T, id string) (*Runner, *directUpstream, secret.Value) {
+	t.Helper()
+	up := &directUpstream{fake: fakeapi.New(realDirectCred)}
+	srv := httptest.NewTLSServer(up)
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	cfg := config.Default()
+	cfg.Anthropic.Upstream = srv.URL
+	cfg.Anthropic.CAFile = caFile
+	cfg.Proxy.Listen = "off"
+	cfg.Web.Listen = "off"
+	cfg.Credential.ClaudeLoginFile = "off"
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + realDirectCred}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, r)
+	// A proxy-mode session's record (no box: the test is the box).
+	if err := r.save(&session.Session{ID: id, Name: id, CredentialMode: session.ModeProxy, Desired: session.Running, Observed: session.Running}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := r.Tokens().Issue(id, credential.KindOAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, up, tok
+}
+
+const realDirectCred = "sk-fake-owner-direct-oauth-0000000000"
+
+// boxCONNECT opens what a box's Claude Code opens through HTTPS_PROXY:
+// CONNECT host:443 over session id's channel, then TLS with sni, trusting
+// the Runner's CA (NODE_EXTRA_CA_CERTS). The CONNECT's status line comes
+// back, and the TLS connection if it was made.
+func boxCONNECT(t *testing.T, r *Runner, id, host, sni string) (string, *tls.Conn, error) {
+	t.Helper()
+	box, runner := net.Pipe()
+	t.Cleanup(func() { box.Close() })
+	if !r.egressConns.push(&sessionConn{Conn: runner, r: bufio.NewReader(runner), session: id}) {
+		t.Fatal("the egress proxy is not serving")
+	}
+	box.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(box, "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n", host, host)
+	br := bufio.NewReader(box)
+	status, err := br.ReadString('\n')
+	if err != nil {
+		return "", nil, err
+	}
+	if !strings.Contains(status, " 200 ") {
+		return strings.TrimSpace(status), nil, nil
+	}
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil || l == "\r\n" {
+			break
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(r.ca.PEM)
+	tc := tls.Client(box, &tls.Config{ServerName: sni, RootCAs: pool})
+	return strings.TrimSpace(status), tc, tc.Handshake()
+}
+
+// send sends one request on a terminated connection and reads the answer.
+func send(t *testing.T, tc *tls.Conn, method, path string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "https://"+DirectHost+path, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if err := req.Write(tc); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+// TestDirectPath: CONNECT api.anthropic.com:443 from a box is answered by
+// the Runner, in the offline posture too: the allowlisted routes go
+// upstream with the real credential swapped in; everything else (other
+// paths, other hosts, another SNI, a token in the wrong header, another
+// session's token, none) is refused with no upstream request.
+func TestDirectPath(t *testing.T) {
+	r, up, tok := directRunner(t, "sessdirect01")
+	bearer := map[string]string{"Authorization": "Bearer " + tok.Reveal()}
+
+	status, tc, err := boxCONNECT(t, r, "sessdirect01", DirectHost, DirectHost)
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("CONNECT %s: %q %v", DirectHost, status, err)
+	}
+	if code, body := send(t, tc, "GET", "/api/claude_code_penguin_mode", bearer); code != 200 || !strings.Contains(body, "enabled") {
+		t.Fatalf("fast mode's status: %d %s", code, body)
+	}
+	got := up.requests()
+	if len(got) != 1 || got[0] != "GET /api/claude_code_penguin_mode Bearer "+realDirectCred {
+		t.Fatalf("the upstream saw %q", got)
+	}
+	for _, c := range []struct {
+		method, path string
+		hdr          map[string]string
+		code         int
+	}{
+		{"POST", "/api/event_logging/v2/batch", bearer, 404},
+		{"POST", "/api/eval/sdk-zAZezfDKGoZuXXKe", bearer, 404},
+		{"GET", "/api/claude_cli/bootstrap", bearer, 404},
+		{"GET", "/api/claude_code_penguin_mode/../oauth/profile", bearer, 404},
+		{"GET", "/API/claude_code_penguin_mode", bearer, 404},
+		{"POST", "/api/claude_code_penguin_mode", bearer, 405},
+		{"GET", "/api/claude_code_penguin_mode", nil, 401},
+		{"GET", "/api/claude_code_penguin_mode", map[string]string{"X-Api-Key": tok.Reveal()}, 401},
+		{"GET", "/api/claude_code_penguin_mode", map[string]string{"Authorization": "Bearer " + realDirectCred}, 401},
+		{"GET", "/api/claude_code_penguin_mode", map[string]string{"X-Token": tok.Reveal()}, 401},
+	} {
+		code, body := send(t, tc, c.method, c.path, c.hdr)
+		if code != c.code {
+			t.Errorf("%s %s: %d, want %d: %s", c.method, c.path, code, c.code, body)
+		}
+		if strings.Contains(body, realDirectCred) {
+			t.Fatalf("the credential in an answer to the box: %s", body)
+		}
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("%d upstream requests; the refused ones reached it: %q", n, up.requests())
+	}
+
+	// Another session's token on this session's connection: refused.
+	other, _ := r.Tokens().Issue("sessdirect02", credential.KindOAuth)
+	if code, _ := send(t, tc, "GET", "/api/claude_code_penguin_mode", map[string]string{"Authorization": "Bearer " + other.Reveal()}); code != 403 {
+		t.Fatalf("another session's token: %d", code)
+	}
+	// Another host: the posture decides (offline: refused); another SNI
+	// on the API host's CONNECT: no handshake.
+	if status, _, _ := boxCONNECT(t, r, "sessdirect01", "platform.claude.com", "platform.claude.com"); !strings.Contains(status, " 403 ") {
+		t.Fatalf("CONNECT platform.claude.com offline: %q", status)
+	}
+	if _, _, err := boxCONNECT(t, r, "sessdirect01", DirectHost, "evil.example"); err == nil {
+		t.Fatal("a handshake for another SNI")
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("%d upstream requests", n)
+	}
+	// The decisions are logged: the one forwarded, the refusals.
+	time.Sleep(200 * time.Millisecond)
+	es, _ := r.decisions.Read("sessdirect01", 0)
+	var forwarded, refused, terminated int
+	for _, e := range es {
+		switch {
+		case e.Decision == "terminated":
+			terminated++
+		case e.Decision == "forwarded":
+			forwarded++
+		case e.Decision == "refused":
+			refused++
+		}
+	}
+	if terminated < 2 || forwarded != 1 || refused < 10 {
+		t.Fatalf("the decision log: %d terminated, %d forwarded, %d refused", terminated, forwarded, refused)
+	}
+}
