@@ -84,13 +84,28 @@ func matchPath(rawPath string, direct bool) []route {
 // swapped for the credential like any other route; every other path the
 // CLI sends there (telemetry, event logging, evaluations) is refused.
 var directRoutes = []route{
-	// Fast mode: whether the account may use it (the CLI's "penguin mode").
+	// Fast mode: whether the account's organization allows it (the CLI's
+	// "penguin mode"; /fast asks it).
 	{method: http.MethodGet, path: "/api/claude_code_penguin_mode"},
-	// /status and /usage: the plan's usage and limits.
-	{method: http.MethodGet, path: "/api/oauth/usage"},
-	// Remote managed settings of the account's organization.
+	// /status and /usage: the plan's usage and limits. The CLI's variants
+	// add skip_spend=1, at_wall=1, cedar_ember=1 and a surface name.
+	{method: http.MethodGet, path: "/api/oauth/usage", query: map[string]func(string) bool{
+		"skip_spend": isOne, "at_wall": isOne, "cedar_ember": isOne, "starry_waterfall": isWord,
+	}},
+	// The account's profile (plan, organization): what /status shows and
+	// what tells the CLI its plan; with the user:profile scope.
+	{method: http.MethodGet, path: "/api/oauth/profile"},
+	// Remote managed settings and the organization's policy limits (Team
+	// and Enterprise plans), fetched at start.
 	{method: http.MethodGet, path: "/api/claude_code/settings"},
+	{method: http.MethodGet, path: "/api/claude_code/policy_limits"},
 }
+
+func isOne(v string) bool { return v == "1" }
+
+var word = regexp.MustCompile(`^[a-z][a-z_]{0,31}$`)
+
+func isWord(v string) bool { return word.MatchString(v) }
 
 type directKey struct{}
 

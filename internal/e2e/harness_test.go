@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -60,6 +61,22 @@ type env struct {
 // lines appended to it.
 func newEnv(t testing.TB, extra ...string) *env {
 	t.Helper()
+	return newEnvOpts(t, envOpts{}, extra...)
+}
+
+// envOpts change newEnv's set-up.
+type envOpts struct {
+	// tlsUpstream serves the fake API over TLS, with a test certificate
+	// the Runner trusts through anthropic.ca_file.
+	tlsUpstream bool
+	// plan and scopes replace credential.subscription_type ("max") and
+	// set credential.scopes.
+	plan, scopes string
+}
+
+// newEnvOpts is newEnv with options.
+func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
+	t.Helper()
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
 	testenv.LookPath(t, "tmux")
@@ -67,8 +84,26 @@ func newEnv(t testing.TB, extra ...string) *env {
 	cli := imagetest.Docker(t)
 	e.image = imagetest.BoxImage(t, cli)
 	cli.Close()
-	up := httptest.NewServer(e.fake)
+	up := httptest.NewUnstartedServer(e.fake)
+	anthropic := ""
+	if o.tlsUpstream {
+		up.StartTLS()
+		caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		anthropic = fmt.Sprintf("ca_file = %q\n", caFile)
+	} else {
+		up.Start()
+	}
 	t.Cleanup(up.Close)
+	plan := "subscription_type = \"max\"\n"
+	if o.plan != "" {
+		plan = fmt.Sprintf("subscription_type = %q\n", o.plan)
+	}
+	if o.scopes != "" {
+		plan += fmt.Sprintf("scopes = %q\n", o.scopes)
+	}
 	e.relay = &relayEcho{}
 	relaySrv := httptest.NewServer(e.relay)
 	t.Cleanup(relaySrv.Close)
@@ -76,8 +111,8 @@ func newEnv(t testing.TB, extra ...string) *env {
 	if err := os.MkdirAll(e.dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\nsubscription_type = \"max\"\n[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
-		up.URL, e.claude, e.image, relaySrv.URL) + strings.Join(extra, "\n")
+	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n%s[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\n%s[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
+		up.URL, anthropic, e.claude, e.image, plan, relaySrv.URL) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,10 @@ type Request struct {
 
 // Server is an http.Handler. Set fields before serving.
 type Server struct {
+	// API answers GET requests to the API host's own routes (the ones
+	// Claude Code calls directly: /api/oauth/usage, …), path → JSON body,
+	// with the same credential check as /v1/*. Set it before serving.
+	API map[string]string
 	// Credentials lists the accepted credential values; empty accepts any
 	// non-empty credential. Checked on /v1/* only, like the real API.
 	Credentials []string
@@ -291,7 +295,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, rec *Request) in
 		w.WriteHeader(200)
 		return 200
 	}
-	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+	answer, isAPI := s.API[r.URL.Path]
+	if !strings.HasPrefix(r.URL.Path, "/v1/") && (!isAPI || r.Method != http.MethodGet) {
 		return writeError(w, 404, "not_found_error", "Not found")
 	}
 	known, expired := s.authorized(rec), false
@@ -307,6 +312,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, rec *Request) in
 			msg = "Invalid bearer token"
 		}
 		return writeError(w, 401, "authentication_error", msg)
+	}
+	if isAPI {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		io.WriteString(w, answer)
+		return 200
 	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
