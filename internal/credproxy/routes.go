@@ -84,28 +84,22 @@ func matchPath(rawPath string, direct bool) []route {
 // swapped for the credential like any other route; every other path the
 // CLI sends there (telemetry, event logging, evaluations) is refused.
 var directRoutes = []route{
-	// Fast mode: whether the account's organization allows it (the CLI's
-	// "penguin mode"; /fast asks it).
-	{method: http.MethodGet, path: "/api/claude_code_penguin_mode"},
-	// /status and /usage: the plan's usage and limits. The CLI's variants
-	// add skip_spend=1, at_wall=1, cedar_ember=1 and a surface name.
-	{method: http.MethodGet, path: "/api/oauth/usage", query: map[string]func(string) bool{
-		"skip_spend": isOne, "at_wall": isOne, "cedar_ember": isOne, "starry_waterfall": isWord,
-	}},
-	// The account's profile (plan, organization): what /status shows and
-	// what tells the CLI its plan; with the user:profile scope.
-	{method: http.MethodGet, path: "/api/oauth/profile"},
 	// Remote managed settings and the organization's policy limits (Team
-	// and Enterprise plans), fetched at start.
+	// and Enterprise plans), fetched at start. They only restrict the
+	// session, in the owner's organization's favour; refused, the CLI
+	// drops the organization's policy with a banner.
 	{method: http.MethodGet, path: "/api/claude_code/settings"},
 	{method: http.MethodGet, path: "/api/claude_code/policy_limits"},
 }
 
-func isOne(v string) bool { return v == "1" }
-
-var word = regexp.MustCompile(`^[a-z][a-z_]{0,31}$`)
-
-func isWord(v string) bool { return word.MatchString(v) }
+// Not let through, each for a reason (DIRECT-REQUESTS.md): the profile
+// (/api/oauth/profile: the CLI would keep the owner's email and
+// organization in the box), the claude.ai account's connectors, telemetry
+// and event logging, evaluations, bootstrap. /status usage
+// (/api/oauth/usage) and fast mode's status are not asked for in boxes
+// (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC); fast mode comes back
+// without a request (CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK: the API itself
+// refuses it to an organization that does not allow it).
 
 type directKey struct{}
 

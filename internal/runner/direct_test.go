@@ -148,11 +148,11 @@ func TestDirectPath(t *testing.T) {
 	if err != nil || !strings.Contains(status, " 200 ") {
 		t.Fatalf("CONNECT %s: %q %v", DirectHost, status, err)
 	}
-	if code, body := send(t, tc, "GET", "/api/claude_code_penguin_mode", bearer); code != 200 || !strings.Contains(body, "enabled") {
+	if code, body := send(t, tc, "GET", "/api/claude_code/settings", bearer); code != 200 || !strings.Contains(body, "enabled") {
 		t.Fatalf("fast mode's status: %d %s", code, body)
 	}
 	got := up.requests()
-	if len(got) != 1 || got[0] != "GET /api/claude_code_penguin_mode Bearer "+realDirectCred {
+	if len(got) != 1 || got[0] != "GET /api/claude_code/settings Bearer "+realDirectCred {
 		t.Fatalf("the upstream saw %q", got)
 	}
 	for _, c := range []struct {
@@ -163,13 +163,15 @@ func TestDirectPath(t *testing.T) {
 		{"POST", "/api/event_logging/v2/batch", bearer, 404},
 		{"POST", "/api/eval/sdk-zAZezfDKGoZuXXKe", bearer, 404},
 		{"GET", "/api/claude_cli/bootstrap", bearer, 404},
-		{"GET", "/api/claude_code_penguin_mode/../oauth/profile", bearer, 404},
+		{"GET", "/api/oauth/profile", bearer, 404},
+		{"GET", "/v1/mcp_servers", bearer, 404},
+		{"GET", "/api/claude_code/settings/../oauth/profile", bearer, 404},
 		{"GET", "/API/claude_code_penguin_mode", bearer, 404},
-		{"POST", "/api/claude_code_penguin_mode", bearer, 405},
-		{"GET", "/api/claude_code_penguin_mode", nil, 401},
-		{"GET", "/api/claude_code_penguin_mode", map[string]string{"X-Api-Key": tok.Reveal()}, 401},
-		{"GET", "/api/claude_code_penguin_mode", map[string]string{"Authorization": "Bearer " + realDirectCred}, 401},
-		{"GET", "/api/claude_code_penguin_mode", map[string]string{"X-Token": tok.Reveal()}, 401},
+		{"POST", "/api/claude_code/settings", bearer, 405},
+		{"GET", "/api/claude_code/settings", nil, 401},
+		{"GET", "/api/claude_code/settings", map[string]string{"X-Api-Key": tok.Reveal()}, 401},
+		{"GET", "/api/claude_code/settings", map[string]string{"Authorization": "Bearer " + realDirectCred}, 401},
+		{"GET", "/api/claude_code/settings", map[string]string{"X-Token": tok.Reveal()}, 401},
 	} {
 		code, body := send(t, tc, c.method, c.path, c.hdr)
 		if code != c.code {
@@ -185,7 +187,7 @@ func TestDirectPath(t *testing.T) {
 
 	// Another session's token on this session's connection: refused.
 	other, _ := r.Tokens().Issue("sessdirect02", credential.KindOAuth)
-	if code, _ := send(t, tc, "GET", "/api/claude_code_penguin_mode", map[string]string{"Authorization": "Bearer " + other.Reveal()}); code != 403 {
+	if code, _ := send(t, tc, "GET", "/api/claude_code/settings", map[string]string{"Authorization": "Bearer " + other.Reveal()}); code != 403 {
 		t.Fatalf("another session's token: %d", code)
 	}
 	// Another host: the posture decides (offline: refused); another SNI
