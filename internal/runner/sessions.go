@@ -619,7 +619,9 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		// blocks in the box anyway): the API itself refuses it to an
 		// organization that does not allow it, and the CLI then turns it off.
 		o.Extra = append(o.Extra, "NODE_EXTRA_CA_CERTS="+BoxCAFile, "_CLAUDE_CODE_ASSUME_FIRST_PARTY_BASE_URL=1",
-			"CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK=1")
+			"CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK=1",
+			// The owner's claude.ai connectors are not the agent's to list.
+			"ENABLE_CLAUDEAI_MCP_SERVERS=false")
 		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
 		if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
 			return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
