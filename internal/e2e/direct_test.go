@@ -28,7 +28,7 @@ func TestDirectFeatures(t *testing.T) {
 	e.waitScreen(name, promptReady, 60*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	got := map[string]bool{}
-	for time.Now().Before(deadline) && !got["/api/claude_code/settings"] {
+	for time.Now().Before(deadline) && !(got["/api/claude_code/settings"] && got["/api/claude_code/policy_limits"]) {
 		for _, r := range e.fake.Requests() {
 			if strings.HasPrefix(r.Path, "/api/") {
 				if r.Credential != ownerToken {
@@ -39,7 +39,7 @@ func TestDirectFeatures(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !got["/api/claude_code/settings"] || got["/api/oauth/profile"] {
+	if !got["/api/claude_code/settings"] || !got["/api/claude_code/policy_limits"] || got["/api/oauth/profile"] {
 		t.Fatalf("the direct requests that reached the upstream: %v", got)
 	}
 	// Only allowlisted paths ever reach it.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/credproxy/attacks"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
@@ -217,5 +218,46 @@ func TestDirectPath(t *testing.T) {
 	}
 	if terminated < 2 || forwarded != 1 || refused < 10 {
 		t.Fatalf("the decision log: %d terminated, %d forwarded, %d refused", terminated, forwarded, refused)
+	}
+}
+
+// TestAttackSuiteOverTheDirectPath: the credential proxy's attack suite,
+// sent inside TLS the Runner terminated for the API host (what an agent
+// in a box can reach there): each case causes at most the upstream
+// requests it allows, each with the owner's credential once, never the
+// box's token or a smuggled one, and only on an allowed route.
+func TestAttackSuiteOverTheDirectPath(t *testing.T) {
+	r, up, tok := directRunner(t, "sessattack01")
+	for _, tc := range attacks.Cases("Authorization", "Bearer "+tok.Reveal(), "X-Api-Key", "") {
+		t.Run(tc.Name, func(t *testing.T) {
+			before := len(up.requests())
+			_, conn, err := boxCONNECT(t, r, "sessattack01", DirectHost, DirectHost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { io.WriteString(conn, tc.Req+attacks.Sentinel) }()
+			resps := attacks.ReadResponses(conn)
+			seen := up.requests()[before:]
+			if len(seen) != tc.Want {
+				var codes []int
+				for _, x := range resps {
+					codes = append(codes, x.StatusCode)
+				}
+				t.Fatalf("upstream saw %d requests, want %d (answers %v): %q", len(seen), tc.Want, codes, seen)
+			}
+			for _, s := range seen {
+				method, rest, _ := strings.Cut(s, " ")
+				path, auth, _ := strings.Cut(rest, " ")
+				if auth != "Bearer "+realDirectCred || strings.Contains(s, tok.Reveal()) || strings.Contains(s, attacks.Junk) {
+					t.Fatalf("upstream saw %q", s)
+				}
+				switch method + " " + path {
+				case "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models",
+					"GET /api/claude_code/settings", "GET /api/claude_code/policy_limits":
+				default:
+					t.Fatalf("upstream saw %s %s", method, path)
+				}
+			}
+		})
 	}
 }
