@@ -83,6 +83,7 @@ func (a *Authority) load() {
 	if a.loaded {
 		return
 	}
+	a.Store.removeStale()
 	t, err := a.Store.Load()
 	a.loaded = true
 	if err != nil {

@@ -269,3 +269,21 @@ func TestStoreRefusesOthers(t *testing.T) {
 }
 
 var _ = http.StatusOK
+
+// TestStaleTemporaryFilesRemoved: what a kill -9 during a save leaves
+// beside the login is removed when the Authority first loads it.
+func TestStaleTemporaryFilesRemoved(t *testing.T) {
+	fs, e := server(t)
+	a, path := newAuthority(t, fs, e)
+	stale := filepath.Join(filepath.Dir(path), ".login.json.tmp123456")
+	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &Authority{Store: Store{Path: path}, Client: a.Client}
+	if _, err := b.Current(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale file is still there: %v", err)
+	}
+}

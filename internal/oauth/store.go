@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -73,4 +74,13 @@ func (s Store) Remove() error {
 		return err
 	}
 	return nil
+}
+
+// removeStale deletes temporary files a crash during Save left beside the
+// login (never read). Only the one writer, at its start, calls it.
+func (s Store) removeStale() {
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".tmp*"))
+	for _, f := range left {
+		_ = os.Remove(f)
+	}
 }
