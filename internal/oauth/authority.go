@@ -83,7 +83,6 @@ func (a *Authority) load() {
 	if a.loaded {
 		return
 	}
-	a.Store.removeStale()
 	t, err := a.Store.Load()
 	a.loaded = true
 	if err != nil {
@@ -296,6 +295,11 @@ func (a *Authority) due() (time.Time, bool) {
 // Run refreshes ahead of expiry until ctx is done. Install, Logout and
 // refreshes wake it to recompute when.
 func (a *Authority) Run(ctx context.Context) {
+	// What a crash left mid-save beside the login: removed under the
+	// refresh lock, so that no save of this process is under way.
+	a.refreshMu.Lock()
+	a.Store.removeStale()
+	a.refreshMu.Unlock()
 	a.mu.Lock()
 	a.wake = make(chan struct{}, 1)
 	wake := a.wake

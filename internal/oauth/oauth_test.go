@@ -280,10 +280,22 @@ func TestStaleTemporaryFilesRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &Authority{Store: Store{Path: path}, Client: a.Client}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(stale); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stale file is still there")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
 	if _, err := b.Current(); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Fatalf("the stale file is still there: %v", err)
 	}
 }

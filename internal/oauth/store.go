@@ -77,7 +77,8 @@ func (s Store) Remove() error {
 }
 
 // removeStale deletes temporary files a crash during Save left beside the
-// login (never read). Only the one writer, at its start, calls it.
+// login (never read). Only the one writer calls it, at its start, with no
+// Save of its own under way.
 func (s Store) removeStale() {
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".tmp*"))
 	for _, f := range left {
