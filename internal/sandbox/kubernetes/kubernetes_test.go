@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -52,6 +53,22 @@ func cluster(t *testing.T) (*k8stest.Cluster, string, *rest.Config) {
 	}
 	rc := c.RESTConfig()
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+	// The API server's authorizer learns of a new binding from its cache,
+	// a moment later: wait until the binding holds, so that no test meets
+	// a "forbidden" the Role would not give (seen in CI, under load).
+	as, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := as.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shipped Role's binding never took effect: %v", err)
+		}
+	}
 	return c, ns, rc
 }
 
