@@ -290,7 +290,7 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery, fn func(audit.Entry) e
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w (no answer on %s): %w", ErrNoRunner, c.Socket, errdefs.ErrUnavailable)
+		return c.dialError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -312,6 +312,9 @@ It prints a URL: open it in a browser on any machine, log in, and paste the code
 			if err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("read the code: %w", err)
 			}
+			if f, ok := o.Stdin.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+				fmt.Fprintln(o.Stderr) // what follows starts a line of its own
+			}
 			if strings.TrimSpace(line) == "" {
 				return usageError{fmt.Errorf("no code given; run paddock credential login again and paste the code the page shows: %w", errdefs.ErrInvalid)}
 			}

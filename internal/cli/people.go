@@ -106,7 +106,9 @@ their own actions and their own sessions. Credentials are never in it, only who 
 				return err
 			}
 			enc := json.NewEncoder(o.Stdout)
+			n := 0
 			err = c.Audit(cmd.Context(), q, func(e audit.Entry) error {
+				n++
 				if asJSON {
 					return enc.Encode(e)
 				}
@@ -115,6 +117,9 @@ their own actions and their own sessions. Credentials are never in it, only who 
 			})
 			if q.Follow && errors.Is(err, cmd.Context().Err()) {
 				return nil
+			}
+			if err == nil && n == 0 && !q.Follow {
+				fmt.Fprintln(o.Stderr, "paddock: no audit entries match (you see your own actions and sessions; admins see all)")
 			}
 			return err
 		},

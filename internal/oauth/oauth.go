@@ -98,13 +98,22 @@ func (e Endpoints) LoginURL(p PKCE) string {
 	return e.AuthorizeURL + "?" + q.Encode()
 }
 
+// SplitCode splits what the login page showed into its code and state,
+// or says it is not the whole of it.
+func SplitCode(pasted string) (code, state string, err error) {
+	code, state, ok := strings.Cut(strings.TrimSpace(pasted), "#")
+	if !ok || code == "" || state == "" {
+		return "", "", fmt.Errorf("that does not look like the whole code: copy all of it, the # in the middle included, and run paddock credential login again: %w", errdefs.ErrInvalid)
+	}
+	return code, state, nil
+}
+
 // ParseCode reads what the login page showed ("CODE#STATE") and checks
 // its state is this login's.
 func ParseCode(pasted string, p PKCE) (string, error) {
-	pasted = strings.TrimSpace(pasted)
-	code, state, ok := strings.Cut(pasted, "#")
-	if !ok || code == "" || state == "" {
-		return "", fmt.Errorf("that does not look like the whole code: copy all of it, the # in the middle included: %w", errdefs.ErrInvalid)
+	code, state, err := SplitCode(pasted)
+	if err != nil {
+		return "", err
 	}
 	if state != p.State {
 		return "", fmt.Errorf("that code belongs to another login (its state differs); start again with paddock credential login: %w", errdefs.ErrInvalid)

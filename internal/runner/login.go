@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,7 +160,10 @@ func (r *Runner) StartLogin(ctx context.Context) (string, error) {
 // used, and from now on refreshed by this Runner. A credential stored
 // with paddock credential set is removed (one stored credential).
 func (r *Runner) FinishLogin(ctx context.Context, pasted string) (oauth.Status, error) {
-	_, state, _ := cutHash(pasted)
+	_, state, err := oauth.SplitCode(pasted)
+	if err != nil {
+		return oauth.Status{}, err
+	}
 	r.pending.mu.Lock()
 	pl, ok := r.pending.m[state]
 	if ok {
@@ -197,22 +201,6 @@ func (r *Runner) FinishLogin(ctx context.Context, pasted string) (oauth.Status, 
 	return a.Status(), nil
 }
 
-func cutHash(s string) (string, string, bool) {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '#' {
-			return s[:i], trimSpace(s[i+1:]), true
-		}
-	}
-	return s, "", false
-}
-
-func trimSpace(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r' || s[len(s)-1] == ' ') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
 // LoginStatus is the caller's login's state (never a token).
 func (r *Runner) LoginStatus(ctx context.Context) (oauth.Status, error) {
 	if a := r.loginOf(r.caller(ctx), false); a != nil {
@@ -236,7 +224,7 @@ func (r *Runner) Logout(ctx context.Context) error {
 // request went out with expired, and that token is paddock's login, one
 // refresh (however many requests ask), then the new token.
 func (r *Runner) refreshExpired(ctx context.Context, used credential.Credential) (credential.Credential, bool) {
-	if len(used.Source) < len(credential.PaddockLoginSource) || used.Source[:len(credential.PaddockLoginSource)] != credential.PaddockLoginSource {
+	if !strings.HasPrefix(used.Source, credential.PaddockLoginSource) {
 		return credential.Credential{}, false
 	}
 	for _, a := range r.allLogins() {
