@@ -102,6 +102,10 @@ type LaunchOptions struct {
 	CredentialVar, Credential string
 	// Root: the box user is root, so --dangerously-skip-permissions needs IS_SANDBOX=1.
 	Root bool
+	// NonessentialTraffic lifts the CLI's quiet switch, keeping telemetry
+	// off: only for a box whose requests to the API host all go through
+	// the Runner's direct path, which refuses what it does not allow.
+	NonessentialTraffic bool
 	// Extra variables (the plan of a setup token, …), "K=V".
 	Extra []string
 	// Claude's own flags.
@@ -110,8 +114,10 @@ type LaunchOptions struct {
 	Model, Effort string
 }
 
-// Env is the whole environment claude runs with. Quiet traffic always:
-// no updater, no nonessential traffic, no marketplace auto-install.
+// Env is the whole environment claude runs with: never the updater or the
+// marketplace's auto-install, and never telemetry. Without
+// NonessentialTraffic, the CLI's quiet switch stops everything else it
+// would send besides the model's requests too.
 func Env(o LaunchOptions) []string {
 	env := []string{
 		"HOME=" + o.Home,
@@ -122,8 +128,15 @@ func Env(o LaunchOptions) []string {
 		"CLAUDE_CONFIG_DIR=" + path.Join(o.Home, ConfigDirName),
 		"CLAUDE_CODE_TMPDIR=" + path.Join(o.Home, TmpDirName),
 		"DISABLE_AUTOUPDATER=1",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
+	}
+	if o.NonessentialTraffic {
+		// The CLI's "no-telemetry" level: flags, event logging, metrics and
+		// error reports stay off; the usage view and the rest may be asked
+		// for (DIRECT-REQUESTS.md), and whoever answers decides.
+		env = append(env, "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DO_NOT_TRACK=1")
+	} else {
+		env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	}
 	if o.BaseURL != "" {
 		env = append(env, "ANTHROPIC_BASE_URL="+o.BaseURL)

@@ -85,6 +85,20 @@ func TestEnvAndArgs(t *testing.T) {
 	if slices.Contains(env, "IS_SANDBOX=1") {
 		t.Error("IS_SANDBOX for a non-root box user")
 	}
+	// Without the quiet switch, telemetry stays off and so do the updater
+	// and the marketplace.
+	o.NonessentialTraffic = true
+	loud := Env(o)
+	for _, want := range []string{"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DO_NOT_TRACK=1",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1"} {
+		if !slices.Contains(loud, want) {
+			t.Errorf("env with nonessential traffic lacks %s", want)
+		}
+	}
+	if slices.Contains(loud, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") || slices.Contains(env, "DISABLE_TELEMETRY=1") {
+		t.Errorf("the quiet switch and the telemetry switches: %v / %v", env, loud)
+	}
+	o.NonessentialTraffic = false
 	o.Root = true
 	if !slices.Contains(Env(o), "IS_SANDBOX=1") {
 		t.Error("no IS_SANDBOX for root")

@@ -272,10 +272,21 @@ type Anthropic struct {
 	// allowlisted routes with the credential swapped in, and refuses the
 	// rest. Off, they are refused as before. Default on.
 	Direct *bool `toml:"direct"`
+	// UsageView lets a box's /status (and /usage) show the plan's usage
+	// limits. The CLI asks for them only without its quiet switch
+	// (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC), so boxes then run with the
+	// telemetry switches instead (DISABLE_TELEMETRY, DISABLE_ERROR_REPORTING,
+	// DO_NOT_TRACK) and the Runner refuses the other requests the CLI then
+	// tries. Needs Direct. Default on.
+	UsageView *bool `toml:"usage_view"`
 }
 
 // DirectOn reports whether anthropic.direct is on (the default).
 func (a Anthropic) DirectOn() bool { return a.Direct == nil || *a.Direct }
+
+// UsageViewOn reports whether anthropic.usage_view is on (the default) and
+// can be: it rides on the direct path.
+func (a Anthropic) UsageViewOn() bool { return a.DirectOn() && (a.UsageView == nil || *a.UsageView) }
 
 // Proxy tunes the credential proxy.
 type Proxy struct {

@@ -188,3 +188,26 @@ func TestUsersAndAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageView: anthropic.usage_view is on by default, can be turned off,
+// and is never on without the direct path it rides on.
+func TestUsageView(t *testing.T) {
+	for _, c := range []struct {
+		toml string
+		want bool
+	}{
+		{"", true},
+		{"[anthropic]\nusage_view = false\n", false},
+		{"[anthropic]\ndirect = false\n", false},
+		{"[anthropic]\ndirect = false\nusage_view = true\n", false},
+		{"[anthropic]\ndirect = true\nusage_view = true\n", true},
+	} {
+		cfg, err := Parse("t.toml", []byte("version = 1\n"+c.toml))
+		if err != nil {
+			t.Fatalf("%q: %v", c.toml, err)
+		}
+		if got := cfg.Anthropic.UsageViewOn(); got != c.want {
+			t.Errorf("%q: usage view %v, want %v", c.toml, got, c.want)
+		}
+	}
+}

@@ -90,16 +90,28 @@ var directRoutes = []route{
 	// drops the organization's policy with a banner.
 	{method: http.MethodGet, path: "/api/claude_code/settings"},
 	{method: http.MethodGet, path: "/api/claude_code/policy_limits"},
+	// The plan's usage limits (5-hour and weekly windows, usage credits),
+	// read-only, for /status and /usage. The CLI's query keys, each with
+	// the one value shape it sends.
+	{method: http.MethodGet, path: "/api/oauth/usage", query: map[string]func(string) bool{
+		"skip_spend": isOne, "at_wall": isOne, "cedar_ember": isOne, "starry_waterfall": isSurface,
+	}},
 }
+
+func isOne(v string) bool { return v == "1" }
+
+var surface = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// isSurface: where the CLI shows an offer ("cli_menu"), a word.
+func isSurface(v string) bool { return surface.MatchString(v) }
 
 // Not let through, each for a reason (DIRECT-REQUESTS.md): the profile
 // (/api/oauth/profile: the CLI would keep the owner's email and
-// organization in the box), the claude.ai account's connectors, telemetry
-// and event logging, evaluations, bootstrap. /status usage
-// (/api/oauth/usage) and fast mode's status are not asked for in boxes
-// (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC); fast mode comes back
-// without a request (CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK: the API itself
-// refuses it to an organization that does not allow it).
+// organization in the box) and with it everything the CLI asks for once
+// it has one, the claude.ai account's connectors and artifacts, telemetry
+// and event logging, evaluations, bootstrap, fast mode's status. Fast mode
+// comes back without a request (CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK: the
+// API itself refuses it to an organization that does not allow it).
 
 type directKey struct{}
 

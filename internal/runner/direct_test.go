@@ -28,14 +28,16 @@ import (
 // directUpstream is the fake API over TLS (a test certificate the Runner
 // trusts through anthropic.ca_file), with the direct routes added.
 type directUpstream struct {
-	fake *fakeapi.Server
-	mu   sync.Mutex
-	seen []string // METHOD path credential
+	fake    *fakeapi.Server
+	mu      sync.Mutex
+	seen    []string // METHOD path credential
+	queries []string // the raw query of each
 }
 
 func (d *directUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	d.seen = append(d.seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	d.queries = append(d.queries, r.URL.RawQuery)
 	d.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		w.Header().Set("Content-Type", "application/json")
@@ -43,6 +45,18 @@ func (d *directUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.fake.ServeHTTP(w, r)
+}
+
+func (d *directUpstream) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen, d.queries = nil, nil
+}
+
+func (d *directUpstream) query(i int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.queries[i]
 }
 
 func (d *directUpstream) requests() []string {
@@ -156,11 +170,28 @@ func TestDirectPath(t *testing.T) {
 	if len(got) != 1 || got[0] != "GET /api/claude_code/settings Bearer "+realDirectCred {
 		t.Fatalf("the upstream saw %q", got)
 	}
+	// /status usage: each query the CLI sends, and nothing else.
+	for _, q := range []string{"", "?skip_spend=1", "?at_wall=1&skip_spend=1", "?cedar_ember=1&skip_spend=1", "?starry_waterfall=cli_menu&skip_spend=1"} {
+		if code, body := send(t, tc, "GET", "/api/oauth/usage"+q, bearer); code != 200 {
+			t.Fatalf("usage%s: %d %s", q, code, body)
+		}
+	}
+	if got := up.requests(); len(got) != 6 || got[5] != "GET /api/oauth/usage Bearer "+realDirectCred ||
+		up.query(5) != "skip_spend=1&starry_waterfall=cli_menu" {
+		t.Fatalf("the upstream saw %q (last query %q)", got, up.query(len(got)-1))
+	}
+	up.reset()
 	for _, c := range []struct {
 		method, path string
 		hdr          map[string]string
 		code         int
 	}{
+		{"GET", "/api/oauth/usage?skip_spend=0", bearer, 400},
+		{"GET", "/api/oauth/usage?at_wall=1&at_wall=1", bearer, 400},
+		{"GET", "/api/oauth/usage?starry_waterfall=../profile", bearer, 400},
+		{"GET", "/api/oauth/usage?org=00000000-0000-4000-8000-000000000002", bearer, 400},
+		{"POST", "/api/oauth/usage", bearer, 405},
+		{"GET", "/api/oauth/usage/../profile", bearer, 404},
 		{"POST", "/api/event_logging/v2/batch", bearer, 404},
 		{"POST", "/api/eval/sdk-zAZezfDKGoZuXXKe", bearer, 404},
 		{"GET", "/api/claude_cli/bootstrap", bearer, 404},
@@ -182,7 +213,7 @@ func TestDirectPath(t *testing.T) {
 			t.Fatalf("the credential in an answer to the box: %s", body)
 		}
 	}
-	if n := len(up.requests()); n != 1 {
+	if n := len(up.requests()); n != 0 {
 		t.Fatalf("%d upstream requests; the refused ones reached it: %q", n, up.requests())
 	}
 
@@ -199,7 +230,7 @@ func TestDirectPath(t *testing.T) {
 	if _, _, err := boxCONNECT(t, r, "sessdirect01", DirectHost, "evil.example"); err == nil {
 		t.Fatal("a handshake for another SNI")
 	}
-	if n := len(up.requests()); n != 1 {
+	if n := len(up.requests()); n != 0 {
 		t.Fatalf("%d upstream requests", n)
 	}
 	// The decisions are logged: the one forwarded, the refusals.
@@ -216,7 +247,7 @@ func TestDirectPath(t *testing.T) {
 			refused++
 		}
 	}
-	if terminated < 2 || forwarded != 1 || refused < 10 {
+	if terminated < 2 || forwarded != 6 || refused < 16 {
 		t.Fatalf("the decision log: %d terminated, %d forwarded, %d refused", terminated, forwarded, refused)
 	}
 }
@@ -253,7 +284,7 @@ func TestAttackSuiteOverTheDirectPath(t *testing.T) {
 				}
 				switch method + " " + path {
 				case "POST /v1/messages", "POST /v1/messages/count_tokens", "GET /v1/models",
-					"GET /api/claude_code/settings", "GET /api/claude_code/policy_limits":
+					"GET /api/claude_code/settings", "GET /api/claude_code/policy_limits", "GET /api/oauth/usage":
 				default:
 					t.Fatalf("upstream saw %s %s", method, path)
 				}

@@ -610,6 +610,12 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		o.Extra = append(o.Extra, "HTTPS_PROXY="+p, "HTTP_PROXY="+p, "https_proxy="+p, "http_proxy="+p,
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	}
+	if r.direct(s) && r.opts.Config.Anthropic.UsageViewOn() {
+		// /status usage is asked for only without the quiet switch; what
+		// else the CLI then asks the API host for is refused on the direct
+		// path, and other hosts follow the session's egress.
+		o.NonessentialTraffic = true
+	}
 	if r.direct(s) {
 		// The CA certificate (never its key), trusted for DirectHost alone.
 		// The base URL counts as first party, so the CLI asks the API host
