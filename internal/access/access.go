@@ -339,6 +339,27 @@ func (g *Guard) Set(ctx context.Context, ref string, req api.SetRequest) (sessio
 		if req.TokenBudget != nil {
 			parts = append(parts, fmt.Sprintf("budget=%d", *req.TokenBudget))
 		}
+		if req.BudgetUSD != nil {
+			parts = append(parts, fmt.Sprintf("budget_usd=%g", *req.BudgetUSD))
+		}
+		if req.Egress != nil {
+			parts = append(parts, "egress="+*req.Egress)
+		}
+		if req.Allow != nil {
+			parts = append(parts, "allow="+strings.Join(*req.Allow, ","))
+		}
+		if req.Deny != nil {
+			parts = append(parts, "deny="+strings.Join(*req.Deny, ","))
+		}
+		if req.Ask != nil {
+			parts = append(parts, fmt.Sprintf("ask=%v", *req.Ask))
+		}
+		for _, a := range req.Attach {
+			parts = append(parts, "attach="+a)
+		}
+		for _, d := range req.Detach {
+			parts = append(parts, "detach="+d)
+		}
 		e.Detail = strings.Join(parts, " ")
 	}
 	return g.act(ctx, ref, session.OpSet, audit.ActionSet, fill, func(id string) (session.Session, error) { return g.inner.Set(ctx, id, req) })

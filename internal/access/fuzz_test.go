@@ -31,6 +31,9 @@ func FuzzAPIRequest(f *testing.F) {
 		{"DELETE", "/v1/sessions/annwork?keep_volume=1", "", ""},
 		{"POST", "/v1/sessions/id0/unshare", "", `{"user":"ben"}`},
 		{"GET", "/v1/sessions/id/wait?for=waiting&timeout=1ms", "", ""},
+		{"GET", "/v1/egress/pending", "", ""},
+		{"POST", "/v1/sessions/annwork/egress/approve", "", `{"rule":"docs.example.com","scope":"always"}`},
+		{"POST", "/v1/sessions/annwork/set", "", `{"egress":"allowlist","allow":["*.example.com"],"ask":true,"attach":["npm"]}`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3])
 	}

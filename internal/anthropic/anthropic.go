@@ -86,11 +86,26 @@ type UsageScanner struct {
 
 	Usage Usage
 	Model string
+	// MessageID is the answer's message id; ToolUseIDs are the ids of its
+	// tool_use blocks, in order, at most MaxToolUseIDs. Both are complete
+	// only after Close: the stream path only sets lines aside for them.
+	MessageID  string
+	ToolUseIDs []string
 
 	line    []byte
 	skip    bool // the current line grew past maxLine
 	jsonBuf bytes.Buffer
+	// blockStarts holds the content_block_start lines of tool_use blocks,
+	// newline-separated, at most maxBlockStarts bytes, for Close to decode.
+	blockStarts []byte
 }
+
+// MaxToolUseIDs bounds the tool_use ids one answer is noted with.
+const MaxToolUseIDs = 128
+
+// maxBlockStarts bounds the tool_use block starts kept of one stream (a
+// start line is about 150 bytes: its input comes in later deltas).
+const maxBlockStarts = 64 << 10
 
 // Write implements io.Writer; it never fails.
 func (s *UsageScanner) Write(p []byte) (int, error) {
@@ -128,15 +143,30 @@ func (s *UsageScanner) add(p []byte) {
 	s.line = append(s.line, p...)
 }
 
-var dataPrefix = []byte("data:")
+var (
+	dataPrefix        = []byte("data:")
+	contentBlockStart = []byte(`"content_block_start"`)
+	toolUseType       = []byte(`"tool_use"`)
+)
 
 func (s *UsageScanner) line2(l []byte) {
-	if !bytes.HasPrefix(l, dataPrefix) || !bytes.Contains(l, []byte(`"usage"`)) && !bytes.Contains(l, []byte(`"message_start"`)) {
+	if !bytes.HasPrefix(l, dataPrefix) {
+		return
+	}
+	if bytes.Contains(l, contentBlockStart) && bytes.Contains(l, toolUseType) {
+		// Set aside, decoded by Close after the answer has gone out.
+		if len(s.blockStarts)+len(l)+1 <= maxBlockStarts {
+			s.blockStarts = append(append(s.blockStarts, l[len(dataPrefix):]...), '\n')
+		}
+		return
+	}
+	if !bytes.Contains(l, []byte(`"usage"`)) && !bytes.Contains(l, []byte(`"message_start"`)) {
 		return
 	}
 	var ev struct {
 		Type    string `json:"type"`
 		Message *struct {
+			ID    string `json:"id"`
 			Model string `json:"model"`
 			Usage Usage  `json:"usage"`
 		} `json:"message"`
@@ -149,6 +179,9 @@ func (s *UsageScanner) line2(l []byte) {
 		if ev.Message.Model != "" {
 			s.Model = ev.Message.Model
 		}
+		if ev.Message.ID != "" {
+			s.MessageID = ev.Message.ID
+		}
 		s.Usage.merge(ev.Message.Usage)
 	}
 	if ev.Usage != nil {
@@ -156,19 +189,67 @@ func (s *UsageScanner) line2(l []byte) {
 	}
 }
 
-// Close finishes a JSON body.
+// Close finishes the answer: a JSON body is read, and the tool_use
+// blocks a stream started are decoded. It runs once the answer has been
+// sent, so none of that is on the stream's path.
 func (s *UsageScanner) Close() {
-	if !s.JSON || s.jsonBuf.Len() == 0 {
+	if !s.JSON {
+		s.closeStream()
 		return
 	}
-	if m, ok := scanJSONUsage(s.jsonBuf.Bytes()); ok {
+	if s.jsonBuf.Len() == 0 {
+		return
+	}
+	b := s.jsonBuf.Bytes()
+	if m, ok := scanJSONUsage(b); ok {
 		s.Model = m.Model
+		s.MessageID = m.ID
 		s.Usage.merge(m.Usage)
 		if m.InputTokens != 0 { // count_tokens answers {"input_tokens": N}
 			s.Usage.InputTokens = m.InputTokens
 		}
+		if bytes.Contains(b, toolUseType) { // else no block to decode
+			var msg struct {
+				Content []contentBlock `json:"content"`
+			}
+			if json.Unmarshal(b, &msg) == nil {
+				for _, c := range msg.Content {
+					s.addToolUse(c)
+				}
+			}
+		}
 	}
 	s.jsonBuf.Reset()
+}
+
+// contentBlock is what the scanner reads of a content block.
+type contentBlock struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+func (s *UsageScanner) addToolUse(c contentBlock) {
+	if c.Type == "tool_use" && c.ID != "" && len(s.ToolUseIDs) < MaxToolUseIDs {
+		s.ToolUseIDs = append(s.ToolUseIDs, c.ID)
+	}
+}
+
+// closeStream decodes the tool_use block starts set aside.
+func (s *UsageScanner) closeStream() {
+	rest := s.blockStarts
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		line := rest[:i]
+		rest = rest[i+1:]
+		var ev struct {
+			Type         string       `json:"type"`
+			ContentBlock contentBlock `json:"content_block"`
+		}
+		if json.Unmarshal(line, &ev) == nil && ev.Type == "content_block_start" {
+			s.addToolUse(ev.ContentBlock)
+		}
+	}
+	s.blockStarts = nil
 }
 
 // RequestSummary is what paddock notes of a request body.

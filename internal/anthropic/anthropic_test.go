@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -223,14 +224,17 @@ func jsonUsageReference(b []byte) (jsonUsage, bool) {
 		Model       string `json:"model"`
 		Usage       Usage  `json:"usage"`
 		InputTokens int64  `json:"input_tokens"`
+		ID          any    `json:"id"`
 	}
 	if json.Unmarshal(b, &m) != nil {
 		return jsonUsage{}, false
 	}
-	return jsonUsage{Model: m.Model, Usage: m.Usage, InputTokens: m.InputTokens}, true
+	id, _ := m.ID.(string)
+	return jsonUsage{Model: m.Model, ID: id, Usage: m.Usage, InputTokens: m.InputTokens}, true
 }
 
 var jsonUsageSeeds = []string{
+	`{"id":"msg_a","id":5}`, `{"id":5,"ID":"msg_b"}`, `{"id":null}`, `{"id":"\u00e9\ud800"}`, `{"id":{"x":"y"}}`,
 	`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":1,"cache_read_input_tokens":7,"cache_creation_input_tokens":2}}`,
 	`{"input_tokens":1234}`,
 	`{"usage":{"input_tokens":1},"usage":{"output_tokens":2}}`,
@@ -275,4 +279,67 @@ func FuzzJSONUsage(f *testing.F) {
 			t.Fatalf("%q:\n got  %+v %v\n want %+v %v", b, got, gok, want, wok)
 		}
 	})
+}
+
+// toolStream is an answer with two tool_use blocks, as the API streams
+// one: the input arrives in deltas after each block's start.
+const toolStream = "event: message_start\n" +
+	`data: {"type":"message_start","message":{"id":"msg_tools","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}` + "\n\n" +
+	"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":"tool_use"}}` + "\n\n" +
+	"event: content_block_start\n" + `data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_A","name":"Bash","input":{}}}` + "\n\n" +
+	"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"command\":\"ls\"}"}}` + "\n\n" +
+	"event: content_block_start\r\n" + `data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_B","name":"Read","input":{}}}` + "\r\n\r\n" +
+	"event: message_delta\n" + `data: {"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}` + "\n\n"
+
+func TestUsageScannerToolUses(t *testing.T) {
+	for step := 1; step <= len(toolStream); step += 11 {
+		var s UsageScanner
+		for i := 0; i < len(toolStream); i += step {
+			s.Write([]byte(toolStream[i:min(i+step, len(toolStream))]))
+		}
+		if s.ToolUseIDs != nil {
+			t.Fatalf("step %d: ids decoded on the stream's path: %v", step, s.ToolUseIDs)
+		}
+		s.Close()
+		if s.MessageID != "msg_tools" || !reflect.DeepEqual(s.ToolUseIDs, []string{"toolu_A", "toolu_B"}) || s.Usage.OutputTokens != 30 {
+			t.Fatalf("step %d: %q %v %+v", step, s.MessageID, s.ToolUseIDs, s.Usage)
+		}
+	}
+	j := UsageScanner{JSON: true}
+	j.Write([]byte(`{"id":"msg_j","type":"message","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"toolu_J","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":1}}`))
+	j.Close()
+	if j.MessageID != "msg_j" || !reflect.DeepEqual(j.ToolUseIDs, []string{"toolu_J"}) {
+		t.Fatalf("json: %q %v", j.MessageID, j.ToolUseIDs)
+	}
+	// Many blocks: the ids stop at MaxToolUseIDs, the kept lines at maxBlockStarts.
+	var many UsageScanner
+	for i := range 2000 {
+		many.Write([]byte(`data: {"type":"content_block_start","index":` + strconv.Itoa(i) + `,"content_block":{"type":"tool_use","id":"toolu_` + strconv.Itoa(i) + `","name":"Bash","input":{}}}` + "\n"))
+	}
+	if len(many.blockStarts) > maxBlockStarts {
+		t.Fatalf("kept %d bytes of block starts", len(many.blockStarts))
+	}
+	many.Close()
+	if len(many.ToolUseIDs) != MaxToolUseIDs || many.ToolUseIDs[0] != "toolu_0" {
+		t.Fatalf("%d ids, first %q", len(many.ToolUseIDs), many.ToolUseIDs[0])
+	}
+}
+
+// BenchmarkUsageScannerStream is the stream path's cost of a turn with
+// text and tool calls (Write, per byte), and of Close after it.
+func BenchmarkUsageScannerStream(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(toolStream)
+	for range 200 {
+		sb.WriteString("event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"some words of an answer, as they come"}}` + "\n\n")
+	}
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var s UsageScanner
+		for i := 0; i < len(data); i += 4096 {
+			s.Write(data[i:min(i+4096, len(data))])
+		}
+		s.Close()
+	}
 }

@@ -6,6 +6,7 @@ import "strconv"
 // the model, the usage object, and count_tokens' top-level input_tokens.
 type jsonUsage struct {
 	Model       string
+	ID          string // "" unless a string
 	Usage       Usage
 	InputTokens int64
 }
@@ -18,7 +19,8 @@ type jsonUsage struct {
 //		InputTokens int64  `json:"input_tokens"`
 //	}
 //
-// would, with ok false wherever json.Unmarshal returns an error (a syntax
+// would (and the top-level "id", when it is a string; any other value of
+// it is ignored), with ok false wherever json.Unmarshal returns an error (a syntax
 // error, or a value of the wrong type anywhere, an integer out of range
 // included). It validates the whole body in one pass and decodes only
 // those values; the differential fuzz target FuzzJSONUsage holds it to
@@ -81,6 +83,11 @@ func scanJSONUsage(b []byte) (jsonUsage, bool) {
 				s.stringField(v, &r.Model)
 			case fieldIs(key, "input_tokens"):
 				intField(v, &r.InputTokens)
+			case fieldIs(key, "id"):
+				r.ID = ""
+				if v[0] == '"' {
+					s.stringField(v, &r.ID)
+				}
 			}
 			return true
 		})

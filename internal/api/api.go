@@ -8,7 +8,9 @@
 //	GET /v1/health                 Health
 //	GET /v1/credential             credential.Status of the credential in use
 //	GET /v1/sessions/{id}/logs?n=N the session's proxy decisions, oldest first
+//	GET /v1/sessions/{ref}/ledger  the session's ledger, joined (ledger.go)
 //	GET /v1/sessions/{ref}/wait    long poll for claude's activity (wait.go)
+//	GET /v1/usage                  tokens and estimated cost (usage.go)
 //	POST /v1/web/login             a one-time login URL of the web page (web.go)
 package api
 
@@ -143,7 +145,10 @@ func Handler(b Backend) http.Handler {
 	peopleRoutes(mux, b)
 	loginRoutes(mux, b)
 	waitRoute(mux, b)
+	usageRoute(mux, b)
+	ledgerRoute(mux, b)
 	webRoute(mux, b)
+	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("no API route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
 	})

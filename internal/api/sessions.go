@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudesetup"
+	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/firstprompt"
 	"github.com/paddockhq/paddock/internal/gitident"
@@ -32,7 +33,12 @@ type CreateRequest struct {
 	// names a policy of the Runner's config instead (or as well).
 	Allow        []string `json:"allow,omitempty"`
 	EgressPolicy string   `json:"egress_policy,omitempty"`
-	Workspace    string   `json:"workspace,omitempty"`
+	// Deny lists NAME[:PORT] rules refused whatever else allows.
+	Deny []string `json:"deny,omitempty"`
+	// Ask holds connections no rule decides for a person's answer
+	// (allowlist posture): paddock egress pending / approve / deny.
+	Ask       bool   `json:"ask,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
 	// UnsafeHostCode leaves the workspace's host code (.git/hooks,
 	// .git/config, .vscode, … docs/SECURITY.md) writable in the box.
 	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
@@ -62,6 +68,9 @@ type CreateRequest struct {
 	RPM         int   `json:"rpm,omitempty"`
 	MaxStreams  int   `json:"max_streams,omitempty"`
 	TokenBudget int64 `json:"token_budget,omitempty"`
+	// BudgetUSD is a budget in US dollars, priced with the Runner's
+	// [prices] (sessions.budget_usd where 0).
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
 	// ClaudeSetup is the creator's Claude Code setup, as paddock run reads
 	// it from their home (claudesetup.Collect); GitIdentity is their git
 	// user.name and user.email; Prompt is the task claude starts with.
@@ -93,6 +102,38 @@ type SetRequest struct {
 	// TokenBudget changes the session's token budget (0: none); it takes
 	// effect at once, without restarting claude.
 	TokenBudget *int64 `json:"token_budget,omitempty"`
+	// BudgetUSD changes the session's budget in US dollars (0: none), at
+	// once like TokenBudget.
+	BudgetUSD *float64 `json:"budget_usd,omitempty"`
+	// Egress changes the posture at once, without restarting claude;
+	// Allow and Deny, if given, replace the session's rules, and Ask turns
+	// ask mode on or off. Tunnels the new policy refuses are cut.
+	Egress *string   `json:"egress,omitempty"`
+	Allow  *[]string `json:"allow,omitempty"`
+	Deny   *[]string `json:"deny,omitempty"`
+	Ask    *bool     `json:"ask,omitempty"`
+	// Attach and Detach name policies of the Runner's config.
+	Attach []string `json:"attach,omitempty"`
+	Detach []string `json:"detach,omitempty"`
+}
+
+// ApproveRequest answers a session's connections waiting for approval
+// (and those to come) to a host: HOST or *.DOMAIN, with :PORT or 443.
+type ApproveRequest struct {
+	Rule string `json:"rule"`
+	// Scope: "session" (default: for the session's life), "for" (For
+	// long), or "always" (also every later ask of the owner's sessions).
+	Scope string `json:"scope,omitempty"`
+	For   string `json:"for,omitempty"`
+	// Deny refuses instead; with Scope "session" it adds a deny rule.
+	Deny bool `json:"deny,omitempty"`
+}
+
+// ApproveResult says what an answer did.
+type ApproveResult struct {
+	Rule     string `json:"rule"`
+	Answered int    `json:"answered"` // waiting connections answered now
+	Recorded bool   `json:"recorded"` // a rule was kept for later ones
 }
 
 // PruneResult lists what prune removed.
@@ -561,3 +602,10 @@ func (e *ExecStream) Copy(stdout, stderr io.Writer) (int, error) {
 
 // Close ends the stream (and the process, if it still runs).
 func (e *ExecStream) Close() error { return e.conn.Close() }
+
+// PendingView is a connection waiting for approval, with its session's
+// name.
+type PendingView struct {
+	egress.Pending
+	Name string `json:"name"`
+}

@@ -71,6 +71,8 @@ const (
 	ActionShare            = "share"
 	ActionUnshare          = "unshare"
 	ActionSet              = "set"
+	ActionEgressApprove    = "egress-approve"
+	ActionEgressDeny       = "egress-deny"
 	ActionSleep            = "sleep"
 	ActionWake             = "wake"
 	ActionRemove           = "rm"

@@ -12,7 +12,7 @@ import (
 // completion asks the Runner (cobra's `paddock completion bash|zsh|fish`
 // scripts call `paddock __complete …`).
 var sessionArgs = map[string]bool{"attach": true, "exec": true, "sleep": true, "wake": true, "rm": true,
-	"set": true, "logs": true, "wait": true, "inspect": true}
+	"set": true, "logs": true, "ledger": true, "usage": true, "wait": true, "inspect": true}
 
 // completeSessions completes session names (of live sessions) from the
 // Runner; with no Runner there is nothing to offer, and no error: a
@@ -20,7 +20,7 @@ var sessionArgs = map[string]bool{"attach": true, "exec": true, "sleep": true, "
 func completeSessions(g *globals, o IO) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		// exec takes one name, then its command after --.
-		if len(args) > 0 && (cmd.Name() == "exec" || cmd.Name() == "logs" || cmd.Name() == "set" || cmd.Name() == "wait" ||
+		if len(args) > 0 && (cmd.Name() == "exec" || cmd.Name() == "logs" || cmd.Name() == "ledger" || cmd.Name() == "usage" || cmd.Name() == "set" || cmd.Name() == "wait" ||
 			cmd.Name() == "attach" || cmd.Name() == "inspect") {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -31,8 +31,10 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 			if _, err := c.Session(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			// The log only grows: what was printed is a count of entries.
-			printed := 0
+			// The log grows at its end and, past logs.max_size or
+			// logs.max_age, loses its oldest lines: what was printed is
+			// marked by the last line printed, not by a count.
+			var last *decisionlog.Entry
 			header := true
 			show := func() error {
 				all, err := c.Logs(cmd.Context(), args[0], 0)
@@ -45,11 +47,23 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 						es = append(es, e)
 					}
 				}
-				from := printed
+				from := 0
+				if last != nil {
+					// After the last line printed; if it is gone, every
+					// line kept is newer (the oldest go first).
+					for i := len(es) - 1; i >= 0; i-- {
+						if es[i].RequestID == last.RequestID && es[i].Time.Equal(last.Time) {
+							from = i + 1
+							break
+						}
+					}
+				}
 				if header && n > 0 && len(es) > n { // --tail applies to the first batch
 					from = len(es) - n
 				}
-				printed = len(es)
+				if len(es) > 0 {
+					last = &es[len(es)-1]
+				}
 				if err := writeEntries(o, es[min(from, len(es)):], asJSON, egressOnly, header); err != nil {
 					return err
 				}

@@ -111,6 +111,8 @@ to start with.`,
 	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline (no network at all), anthropic (the API only), allowlist (--allow, --egress-policy)")
 	f.StringArrayVar(&req.Allow, "allow", nil, "with --egress allowlist: a name the box may reach, NAME[:PORT] or *.NAME[:PORT] (port 443 by default); repeat")
 	f.StringVar(&req.EgressPolicy, "egress-policy", "", "with --egress allowlist: a named policy of the Runner's config (egress.policies.NAME)")
+	f.StringArrayVar(&req.Deny, "deny", nil, "a name the box may never reach, NAME[:PORT] or *.NAME[:PORT], whatever else allows it; repeat")
+	f.BoolVar(&req.Ask, "ask", false, "with --egress allowlist: hold a connection no rule decides until you approve it (paddock egress pending, approve, deny)")
 	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace, read and written as its owner (default: on the session volume)")
 	f.BoolVar(&req.UnsafeHostCode, "unsafe-host-code", false, "UNSAFE: let the box write what the host runs later in the workspace (.git/hooks, .git/config, .vscode, .envrc, …)")
 	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")
@@ -124,6 +126,7 @@ to start with.`,
 	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
 	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
 	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
+	f.Float64Var(&req.BudgetUSD, "budget-usd", 0, "limit: US dollars the session may spend, estimated at the config's [prices] (default sessions.budget_usd)")
 	f.StringVar(&req.Restart, "restart", "on-failure", "when claude exits: no, on-failure (not after /exit) or always; restarts resume the conversation (at most 5 in 10 minutes, backoff 1s..60s)")
 	setup.flags(f)
 	return cmd
@@ -346,9 +349,11 @@ func pruneCmd(g *globals, o IO) *cobra.Command {
 func setCmd(g *globals, o IO) *cobra.Command {
 	var model, effort string
 	var budget int64
+	var budgetUSD float64
+	var eg egressFlags
 	cmd := &cobra.Command{
-		Use:   "set NAME [--model M] [--effort E] [--budget N]",
-		Short: "Change a session's model or effort (claude restarts with --resume), or its token budget (at once)",
+		Use:   "set NAME [--model M] [--effort E] [--budget N] [--budget-usd D]",
+		Short: "Change a session's model or effort (claude restarts with --resume), or its budgets in tokens and money (at once)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req api.SetRequest
@@ -361,8 +366,12 @@ func setCmd(g *globals, o IO) *cobra.Command {
 			if cmd.Flags().Changed("budget") {
 				req.TokenBudget = &budget
 			}
-			if req.Model == nil && req.Effort == nil && req.TokenBudget == nil {
-				return usageError{errors.New("nothing to set: give --model, --effort or --budget")}
+			if cmd.Flags().Changed("budget-usd") {
+				req.BudgetUSD = &budgetUSD
+			}
+			egressSet := setEgressFlags(cmd, &req, &eg)
+			if req.Model == nil && req.Effort == nil && req.TokenBudget == nil && req.BudgetUSD == nil && !egressSet {
+				return usageError{errors.New("nothing to set: give --model, --effort, --budget, --budget-usd or --egress (with --allow, --deny, --ask)")}
 			}
 			c, err := g.client(o)
 			if err != nil {
@@ -372,13 +381,21 @@ func setCmd(g *globals, o IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Stdout, "%s: model %s, effort %s, token budget %s\n", s.Name, dash(s.Model), dash(s.Effort), budgetText(s.Limits.TokenBudget))
+			if req.Model != nil || req.Effort != nil || req.TokenBudget != nil || req.BudgetUSD != nil {
+				fmt.Fprintf(o.Stdout, "%s: model %s, effort %s, token budget %s, budget %s\n", s.Name, dash(s.Model), dash(s.Effort),
+					budgetText(s.Limits.TokenBudget), budgetUSDText(s.Limits.BudgetUSD))
+			}
+			if egressSet {
+				fmt.Fprintf(o.Stdout, "%s: egress %s (at once; claude keeps running)\n", s.Name, s.EgressSummary())
+			}
 			return nil
 		},
 	}
+	eg.add(cmd)
 	cmd.Flags().StringVar(&model, "model", "", "model")
 	cmd.Flags().StringVar(&effort, "effort", "", "effort: "+strings.Join(session.Efforts, ", "))
 	cmd.Flags().Int64Var(&budget, "budget", 0, "token budget (input+output tokens; 0: none)")
+	cmd.Flags().Float64Var(&budgetUSD, "budget-usd", 0, "budget in US dollars, estimated at the config's [prices] (0: none)")
 	return cmd
 }
 

@@ -49,6 +49,8 @@ type Config struct {
 	Credential Credential `toml:"credential"`
 	Relays     []Relay    `toml:"relay"`
 	Notify     Notify     `toml:"notify"`
+	Logs       Logs       `toml:"logs"`
+	Prices     Prices     `toml:"prices"`
 }
 
 // API configures who may use the Runner's socket ([api]).
@@ -158,8 +160,15 @@ type Web struct {
 type Egress struct {
 	// MaxTunnels caps each session's open egress connections.
 	MaxTunnels int `toml:"max_tunnels"`
-	// Policies are named allowlists for `paddock run --egress-policy NAME`.
+	// Policies are named allowlists for `paddock run --egress-policy NAME`,
+	// attached and detached live with `paddock egress attach|detach`.
 	Policies map[string]EgressPolicy `toml:"policies"`
+	// AskTimeout is how long a connection of an ask-mode session waits for
+	// a person's answer before it is refused.
+	AskTimeout Duration `toml:"ask_timeout"`
+	// MaxPending caps each session's connections waiting for an answer;
+	// past it, the oldest is refused first.
+	MaxPending int `toml:"max_pending"`
 }
 
 // EgressPolicy is a named allowlist: NAME[:PORT] and *.NAME[:PORT] rules.
@@ -181,6 +190,9 @@ type Sessions struct {
 	RPM         int   `toml:"rpm"`
 	MaxStreams  int   `toml:"max_streams"`
 	TokenBudget int64 `toml:"token_budget"`
+	// BudgetUSD is each session's budget in US dollars (0: none), priced
+	// with [prices]; paddock run --budget-usd overrides it.
+	BudgetUSD float64 `toml:"budget_usd"`
 }
 
 // Claude locates the pinned Claude Code CLI.
@@ -277,16 +289,19 @@ type Anthropic struct {
 	// (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC), so boxes then run with the
 	// telemetry switches instead (DISABLE_TELEMETRY, DISABLE_ERROR_REPORTING,
 	// DO_NOT_TRACK) and the Runner refuses the other requests the CLI then
-	// tries. Needs Direct. Default on.
-	UsageView *bool `toml:"usage_view"`
+	// tries on the API host. The CLI then also makes its auxiliary model
+	// requests (a quota probe at start, session titles), which the
+	// credential proxy forwards and which cost tokens. Needs Direct.
+	// Default off.
+	UsageView bool `toml:"usage_view"`
 }
 
 // DirectOn reports whether anthropic.direct is on (the default).
 func (a Anthropic) DirectOn() bool { return a.Direct == nil || *a.Direct }
 
-// UsageViewOn reports whether anthropic.usage_view is on (the default) and
-// can be: it rides on the direct path.
-func (a Anthropic) UsageViewOn() bool { return a.DirectOn() && (a.UsageView == nil || *a.UsageView) }
+// UsageViewOn reports whether anthropic.usage_view is on and can be: it
+// rides on the direct path.
+func (a Anthropic) UsageViewOn() bool { return a.DirectOn() && a.UsageView }
 
 // Proxy tunes the credential proxy.
 type Proxy struct {
@@ -349,9 +364,11 @@ func Default() Config {
 		Local:      Local{UIDBase: 200000},
 		Docker:     Docker{Image: "paddock/box:claude-" + claudecode.PinnedVersion},
 		Kubernetes: Kubernetes{Namespace: "paddock"},
-		Egress:     Egress{MaxTunnels: 64},
+		Egress:     Egress{MaxTunnels: 64, AskTimeout: Duration(time.Minute), MaxPending: 16},
 		Web:        Web{Listen: "127.0.0.1:7777"},
 		Notify:     Notify{Timeout: Duration(10 * time.Second)},
+		Logs:       Logs{MaxSize: DefaultLogsMaxSize},
+		Prices:     DefaultPrices(),
 	}
 }
 
@@ -411,6 +428,10 @@ func Parse(name string, data []byte) (Config, error) {
 		sort.Strings(keys)
 		return Config{}, &Error{File: name, Key: keys[0], Msg: "unknown key" + hint(keys[0])}
 	}
+	if err := pricesComplete(md, &cfg); err != nil {
+		err.File = name
+		return Config{}, err
+	}
 	if !md.IsDefined("version") {
 		return Config{}, &Error{File: name, Key: "version", Msg: fmt.Sprintf("missing; start the file with version = %d", CurrentVersion)}
 	}
@@ -442,7 +463,7 @@ var known = []string{
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "sessions.rpm", "sessions.max_streams",
-	"sessions.token_budget", "claude.binary",
+	"sessions.token_budget", "sessions.budget_usd", "claude.binary",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"kubernetes.kubeconfig", "kubernetes.context", "kubernetes.namespace", "kubernetes.image", "kubernetes.image_pull_policy",
 	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime_class",
@@ -452,6 +473,7 @@ var known = []string{
 	"anthropic.ca_file", "anthropic.direct", "credential.fallback_to_owner", "credential.oauth.authorize_url", "credential.oauth.token_url",
 	"credential.oauth.redirect_url", "credential.oauth.client_id", "api.group", "users.tokens_per_day", "users.max_sessions", "users.max_streams", "users.limits",
 	"relay.name", "relay.prefix", "relay.upstream", "relay.header",
+	"prices.as_of", "prices.models",
 }
 
 func hint(key string) string {
@@ -525,6 +547,12 @@ func (c Config) Validate() error {
 			return &Error{Key: d.key, Msg: fmt.Sprintf("%s must be positive", time.Duration(d.v))}
 		}
 	}
+	if err := c.Prices.validate(); err != nil {
+		return err
+	}
+	if err := c.Logs.validate(); err != nil {
+		return err
+	}
 	if c.Proxy.MaxIdleConns < 1 || c.Proxy.MaxIdleConns > 65536 {
 		return &Error{Key: "proxy.max_idle_conns", Msg: fmt.Sprintf("%d is outside 1..65536", c.Proxy.MaxIdleConns)}
 	}
@@ -544,6 +572,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sessions.RPM < 0 || c.Sessions.MaxStreams < 0 || c.Sessions.TokenBudget < 0 {
 		return &Error{Key: "sessions", Msg: "rpm, max_streams and token_budget must be 0 (no limit) or more"}
+	}
+	if b := c.Sessions.BudgetUSD; !(b >= 0 && b <= MaxBudgetUSD) { // NaN too
+		return &Error{Key: "sessions.budget_usd", Msg: fmt.Sprintf("%g is outside 0 (no budget)..%g", b, float64(MaxBudgetUSD))}
 	}
 	if c.Claude.Binary != "" && !strings.HasPrefix(c.Claude.Binary, "/") {
 		return &Error{Key: "claude.binary", Msg: fmt.Sprintf("%q must be an absolute path", c.Claude.Binary)}
@@ -565,6 +596,12 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsRune(c.Notify.Command, 0) || len(c.Notify.Command) > 4096 {
 		return &Error{Key: "notify.command", Msg: "must be a shell command of at most 4096 bytes, without NUL"}
+	}
+	if d := c.Egress.AskTimeout.D(); d < time.Second || d > time.Hour {
+		return &Error{Key: "egress.ask_timeout", Msg: fmt.Sprintf("%v is outside 1s..1h", d)}
+	}
+	if c.Egress.MaxPending < 1 || c.Egress.MaxPending > 1000 {
+		return &Error{Key: "egress.max_pending", Msg: fmt.Sprintf("%d is outside 1..1000", c.Egress.MaxPending)}
 	}
 	for name, p := range c.Egress.Policies {
 		if _, err := egress.NewPolicy("allowlist", p.Allow, p.Deny); err != nil {

@@ -189,15 +189,16 @@ func TestUsersAndAPI(t *testing.T) {
 	}
 }
 
-// TestUsageView: anthropic.usage_view is on by default, can be turned off,
+// TestUsageView: anthropic.usage_view is off by default, can be turned on,
 // and is never on without the direct path it rides on.
 func TestUsageView(t *testing.T) {
 	for _, c := range []struct {
 		toml string
 		want bool
 	}{
-		{"", true},
+		{"", false},
 		{"[anthropic]\nusage_view = false\n", false},
+		{"[anthropic]\nusage_view = true\n", true},
 		{"[anthropic]\ndirect = false\n", false},
 		{"[anthropic]\ndirect = false\nusage_view = true\n", false},
 		{"[anthropic]\ndirect = true\nusage_view = true\n", true},

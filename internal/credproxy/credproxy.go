@@ -74,6 +74,14 @@ type Limiter interface {
 	Account(session string, tokens int64)
 }
 
+// EntryAccounter is an optional Limiter feature: a Limiter that has it is
+// given each request's whole entry (its model and each kind of token, to
+// price it against a budget in money) instead of Account's sum. It runs
+// at the end of every request and must not block for long.
+type EntryAccounter interface {
+	AccountEntry(e *decisionlog.Entry)
+}
+
 // Options configure a Proxy. Upstream, Credential and Tokens are required.
 type Options struct {
 	// Upstream is the API base URL (already checked by config.ParseUpstream);
@@ -555,6 +563,7 @@ func (p *Proxy) record(st *reqState) {
 			if st.scanner.Model != "" {
 				e.Model = st.scanner.Model
 			}
+			e.MessageID, e.ToolUseIDs = st.scanner.MessageID, st.scanner.ToolUseIDs
 			u := st.scanner.Usage
 			e.InputTokens, e.OutputTokens = u.InputTokens, u.OutputTokens
 			e.CacheReadTokens, e.CacheCreationTokens = u.CacheReadInputTokens, u.CacheCreationInputTokens
@@ -562,7 +571,11 @@ func (p *Proxy) record(st *reqState) {
 	}
 	st.body = nil
 	if p.opts.Limits != nil && e.Session != "" {
-		p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
+		if ea, ok := p.opts.Limits.(EntryAccounter); ok {
+			ea.AccountEntry(e)
+		} else {
+			p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
+		}
 	}
 	decisionlog.Clamp(e) // before the log line below too: the model and ids are the box's
 	p.decisions.Record(*e)

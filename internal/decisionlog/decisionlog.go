@@ -1,5 +1,8 @@
 // Package decisionlog keeps one line per proxy decision for each session, as
-// JSON Lines in <state-dir>/logs/<session>.jsonl, for `paddock logs`.
+// JSON Lines in <state-dir>/logs/<session>.jsonl, for `paddock logs` and
+// `paddock ledger`. Under a Retention cap the file is rotated into parts
+// <session>.jsonl.<n> and the oldest dropped, what they counted carried
+// over in <session>.carry.json (retention.go).
 //
 // An Entry holds no secret by construction: it has no field that could carry
 // a header value or a body.
@@ -7,7 +10,6 @@ package decisionlog
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +55,11 @@ type Entry struct {
 	CacheCreationTokens int64    `json:"cache_creation_tokens,omitempty"`
 	ToolResultIDs       []string `json:"tool_result_ids,omitempty"`
 	UpstreamRequestID   string   `json:"upstream_request_id,omitempty"`
+	// MessageID is the id of the message the upstream answered with, and
+	// ToolUseIDs the ids of the tool_use blocks in it (at most idsMax):
+	// what joins a request to the turn it produced in the transcript.
+	MessageID  string   `json:"message_id,omitempty"`
+	ToolUseIDs []string `json:"tool_use_ids,omitempty"`
 	// CredentialUser is whose credential the request went out with: the
 	// host user who stored it (never the credential itself).
 	CredentialUser string `json:"credential_user,omitempty"`
@@ -80,6 +87,18 @@ type Dir struct {
 	// the next line starts on a new one, so only the torn entry is lost.
 	torn map[string]bool
 	buf  []byte // the line being written, under mu
+
+	// Retention (retention.go), under mu: the caps, what Record knows of
+	// each part being written, and the sweeper's signals. sweepMu orders
+	// sweeps against readers; it is taken before mu.
+	ret      Retention
+	state    map[string]*fileState
+	now      func() time.Time // tests' clock; nil is time.Now
+	kick     chan struct{}
+	done     chan struct{}
+	due      map[string]bool
+	sweeping sync.WaitGroup
+	sweepMu  sync.Mutex
 }
 
 // OpenDir prepares dir (mode 0700).
@@ -87,7 +106,7 @@ func OpenDir(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("decision log directory: %w", err)
 	}
-	return &Dir{path: dir, files: map[string]*os.File{}, torn: map[string]bool{}}, nil
+	return &Dir{path: dir, files: map[string]*os.File{}, torn: map[string]bool{}, state: map[string]*fileState{}}, nil
 }
 
 // Record implements Sink. Entries without a session (a request with no valid
@@ -110,15 +129,10 @@ func (d *Dir) Record(e Entry) {
 	if cap(line) <= 64<<10 {
 		d.buf = line // reused under mu; a rare huge line is not kept
 	}
-	f := d.files[e.Session]
-	if f == nil {
-		var err error
-		f, err = os.OpenFile(filepath.Join(d.path, e.Session+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			d.fail(err)
-			return
-		}
-		d.files[e.Session] = f
+	f, err := d.current(e.Session, len(line), e.Time)
+	if err != nil {
+		d.fail(err)
+		return
 	}
 	if d.torn[e.Session] {
 		line = append([]byte{'\n'}, line...)
@@ -128,6 +142,7 @@ func (d *Dir) Record(e Entry) {
 	if err != nil {
 		d.fail(err)
 	}
+	d.grew(e.Session, n, e.Time)
 	switch {
 	case n == len(line):
 		d.torn[e.Session] = false
@@ -143,25 +158,33 @@ const (
 )
 
 // Clamp cuts the fields of e a box or client can choose to fieldMax bytes
-// and its tool-result ids to idsMax, in place (the caller's id slice is not
+// and its tool ids to idsMax, in place (the caller's id slices are not
 // written to). Record does it; a producer that also logs an entry elsewhere
 // calls it first.
 func Clamp(e *Entry) {
-	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID, &e.CredentialUser} {
+	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID, &e.MessageID, &e.CredentialUser} {
 		*f = clamp(*f)
 	}
-	if len(e.ToolResultIDs) > idsMax {
-		e.ToolResultIDs = e.ToolResultIDs[:idsMax]
+	e.ToolResultIDs = clampIDs(e.ToolResultIDs)
+	e.ToolUseIDs = clampIDs(e.ToolUseIDs)
+}
+
+// clampIDs cuts ids to idsMax entries of at most fieldMax bytes each; the
+// caller's slice is not written to.
+func clampIDs(ids []string) []string {
+	if len(ids) > idsMax {
+		ids = ids[:idsMax]
 	}
 	copied := false
-	for i, id := range e.ToolResultIDs {
+	for i, id := range ids {
 		if len(id) > fieldMax {
-			if !copied { // the caller's slice is not written to
-				e.ToolResultIDs, copied = append([]string(nil), e.ToolResultIDs...), true
+			if !copied {
+				ids, copied = append([]string(nil), ids...), true
 			}
-			e.ToolResultIDs[i] = clamp(id)
+			ids[i] = clamp(id)
 		}
 	}
+	return ids
 }
 
 // clamp cuts s to at most fieldMax bytes, the cut marked.
@@ -178,36 +201,24 @@ func (d *Dir) fail(err error) {
 	}
 }
 
-// Read returns the session's entries, oldest first; at most the last n when
-// n > 0. A session with no file has no entries. Damaged lines are skipped.
+// Read returns the session's entries kept (its rotated parts, then the
+// part being written), oldest first; at most the last n when n > 0. A
+// session with no file has no entries. Damaged lines are skipped. What
+// dropped parts counted is in ReadLog's answer.
 func (d *Dir) Read(session string, n int) ([]Entry, error) {
-	if !validSession.MatchString(session) {
-		return nil, fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
-	}
-	f, err := os.Open(filepath.Join(d.path, session+".jsonl"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	files, _, err := d.openLog(session)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer closeAll(files)
 	var out []Entry
-	br := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := readLine(br, maxLine)
-		if line != nil {
-			var e Entry
-			if json.Unmarshal(line, &e) == nil {
-				out = append(out, e)
-				if n > 0 && len(out) > 2*n {
-					out = append(out[:0], out[len(out)-n:]...)
-				}
+	for _, f := range files {
+		err := eachEntry(f, func(e *Entry) {
+			out = append(out, *e)
+			if n > 0 && len(out) > 2*n {
+				out = append(out[:0], out[len(out)-n:]...)
 			}
-		}
-		if err == io.EOF {
-			break
-		}
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -252,26 +263,30 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// Remove deletes a session's file.
+// Remove deletes a session's files: its log's parts and carry.
 func (d *Dir) Remove(session string) error {
 	if !validSession.MatchString(session) {
 		return fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
 	}
+	d.sweepMu.Lock()
+	defer d.sweepMu.Unlock()
 	d.mu.Lock()
 	if f := d.files[session]; f != nil {
 		f.Close()
 		delete(d.files, session)
 	}
+	delete(d.state, session)
 	d.mu.Unlock()
 	err := os.Remove(filepath.Join(d.path, session+".jsonl"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		err = nil
 	}
-	return err
+	return errors.Join(err, d.removeRotated(session))
 }
 
-// Close closes every open file.
+// Close stops the sweeper and closes every open file.
 func (d *Dir) Close() error {
+	d.stopSweeper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error

@@ -53,17 +53,10 @@ func appendEntry(b []byte, e *Entry) (_ []byte, ok bool) {
 	b = optInt(b, "output_tokens", e.OutputTokens)
 	b = optInt(b, "cache_read_tokens", e.CacheReadTokens)
 	b = optInt(b, "cache_creation_tokens", e.CacheCreationTokens)
-	if len(e.ToolResultIDs) > 0 {
-		b = append(b, `,"tool_result_ids":[`...)
-		for i, id := range e.ToolResultIDs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, id)
-		}
-		b = append(b, ']')
-	}
+	b = optStrings(b, "tool_result_ids", e.ToolResultIDs)
 	b = optString(b, "upstream_request_id", e.UpstreamRequestID)
+	b = optString(b, "message_id", e.MessageID)
+	b = optStrings(b, "tool_use_ids", e.ToolUseIDs)
 	b = optString(b, "credential_user", e.CredentialUser)
 	return append(b, '}'), true
 }
@@ -80,6 +73,22 @@ func optString(b []byte, key, v string) []byte {
 		return b
 	}
 	return appendKeyString(b, key, v)
+}
+
+func optStrings(b []byte, key string, vs []string) []byte {
+	if len(vs) == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, key...)
+	b = append(b, `":[`...)
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v)
+	}
+	return append(b, ']')
 }
 
 func optInt(b []byte, key string, v int64) []byte {

@@ -23,7 +23,8 @@ func TestAppendEntryMatchesMarshal(t *testing.T) {
 		Addr: "1.2.3.4:443", Rule: "allow", Session: "s1", RequestID: "req_1", Method: "POST", Path: "/v1/messages?beta=true",
 		Decision: "forwarded", Reason: "client went away", Status: 200, BytesIn: 90, BytesOut: 170, DurationMS: 0.123,
 		Model: "claude-x", Stream: true, InputTokens: 3, OutputTokens: 1, CacheReadTokens: 7, CacheCreationTokens: 2,
-		ToolResultIDs: []string{"toolu_1", "toolu_<2>"}, UpstreamRequestID: "req_up", CredentialUser: "ann"}
+		ToolResultIDs: []string{"toolu_1", "toolu_<2>"}, UpstreamRequestID: "req_up", CredentialUser: "ann",
+		MessageID: "msg_1", ToolUseIDs: []string{"toolu_3", "toolu_\u00e9"}}
 	for _, e := range []Entry{
 		{},
 		full,
@@ -51,6 +52,8 @@ func FuzzAppendEntry(f *testing.F) {
 			OutputTokens: n, CacheReadTokens: tok, CacheCreationTokens: -tok, UpstreamRequestID: s4, CredentialUser: s1}
 		if s4 != "" {
 			e.ToolResultIDs = []string{s4, s1}
+			e.ToolUseIDs = []string{s1}
+			e.MessageID = s2
 		}
 		checkAppendEntry(t, &e)
 		e.Time = time.Unix(0, unixNano).In(time.FixedZone("z", status%100000))

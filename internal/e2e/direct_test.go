@@ -73,14 +73,14 @@ func TestDirectFeatures(t *testing.T) {
 	e.pd("rm", "-f", name+"2")
 }
 
-// TestUsageView: /status shows the plan's usage limits in a box. The box
-// runs without the CLI's quiet switch (telemetry stays off), so the CLI
+// TestUsageView: with anthropic.usage_view, /status shows the plan's usage
+// limits in a box. The box runs without the CLI's quiet switch (telemetry stays off), so the CLI
 // asks the API host for its usage; the Runner forwards that one request,
 // with the owner's credential, and refuses everything else the CLI now
 // tries there (bootstrap, its profile, artifacts, …): none of those reach
 // the upstream, and the refusals are in the decision log.
 func TestUsageView(t *testing.T) {
-	e := newEnvOpts(t, envOpts{tlsUpstream: true, plan: "max", scopes: "user:inference user:profile"})
+	e := newEnvOpts(t, envOpts{tlsUpstream: true, plan: "max", scopes: "user:inference user:profile", usageView: true})
 	e.fake.API = map[string]string{
 		"/api/oauth/usage": `{"five_hour":{"utilization":37.0,"resets_at":"2026-12-02T01:00:00Z"},"seven_day":{"utilization":61.0,"resets_at":"2026-12-05T00:00:00Z"},"seven_day_opus":null,"extra_usage":{"is_enabled":false,"monthly_limit":null,"used_credits":null,"utilization":null}}`,
 		// Served, but never to reach the upstream: the Runner refuses it.

@@ -39,13 +39,15 @@ const ownerToken = "sk-fake-owner-setup-token-e2e-000000000000"
 type env struct {
 	// helper is this test binary, where other users may run it (team_test.go).
 	helper string
-	relay  *relayEcho
-	t      testing.TB
-	bin    string
-	dir    string
-	fake   *fakeapi.Server
-	image  string
-	claude string
+	// hostsFile, if set, is serve's /etc/hosts (envOpts.hosts).
+	hostsFile string
+	relay     *relayEcho
+	t         testing.TB
+	bin       string
+	dir       string
+	fake      *fakeapi.Server
+	image     string
+	claude    string
 
 	mu    sync.Mutex
 	serve *exec.Cmd
@@ -72,6 +74,11 @@ type envOpts struct {
 	// plan and scopes replace credential.subscription_type ("max") and
 	// set credential.scopes.
 	plan, scopes string
+	// usageView turns anthropic.usage_view on.
+	usageView bool
+	// hosts are names `paddock serve` resolves to test addresses: it runs
+	// in a mount namespace of its own with an /etc/hosts that has them.
+	hosts map[string]string
 }
 
 // newEnvOpts is newEnv with options.
@@ -81,6 +88,18 @@ func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
 	testenv.LookPath(t, "bwrap")
 	testenv.LookPath(t, "tmux")
 	e := &env{t: t, bin: testenv.PaddockBinary(t), claude: testenv.Claude(t), fake: fakeapi.New(ownerToken)}
+	if len(o.hosts) > 0 {
+		testenv.LookPath(t, "unshare")
+		base, _ := os.ReadFile("/etc/hosts")
+		text := string(base) + "\n"
+		for name, addr := range o.hosts {
+			text += addr + " " + name + "\n"
+		}
+		e.hostsFile = filepath.Join(t.TempDir(), "hosts")
+		if err := os.WriteFile(e.hostsFile, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cli := imagetest.Docker(t)
 	e.image = imagetest.BoxImage(t, cli)
 	cli.Close()
@@ -95,6 +114,9 @@ func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
 		anthropic = fmt.Sprintf("ca_file = %q\n", caFile)
 	} else {
 		up.Start()
+	}
+	if o.usageView {
+		anthropic += "usage_view = true\n"
 	}
 	t.Cleanup(up.Close)
 	plan := "subscription_type = \"max\"\n"
@@ -143,6 +165,11 @@ func (e *env) start() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cmd := exec.Command(e.bin, "--state-dir", e.dir, "serve")
+	if e.hostsFile != "" {
+		// The same process (unshare and sh exec), so signals reach serve.
+		cmd = exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+			`mount --bind "$0" /etc/hosts && exec "$@"`, e.hostsFile, e.bin, "--state-dir", e.dir, "serve")
+	}
 	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "CLAUDE_CODE_OAUTH_TOKEN=" + ownerToken}
 	e.log = &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = e.log, e.log

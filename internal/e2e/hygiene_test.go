@@ -121,7 +121,7 @@ func TestSecretHygiene(t *testing.T) {
 			check("the Runner's log", []byte(e.log.String()))
 			e.mu.Unlock()
 			for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"logs", name}, {"logs", name, "--json"}, {"logs", name, "--egress"},
-				{"credential", "status"}, {"doctor"}, {"set", name, "--budget", "1000000"}, {"wake", name}, {"exec", name, "--", "nope-not-a-command"}} {
+				{"ledger", name, "--with-transcript"}, {"ledger", name, "--format", "csv"}, {"credential", "status"}, {"doctor"}, {"set", name, "--budget", "1000000"}, {"wake", name}, {"exec", name, "--", "nope-not-a-command"}} {
 				out, _ := e.pdCode(args...)
 				check("`paddock "+strings.Join(args, " ")+"`", []byte(out))
 			}

@@ -194,3 +194,46 @@ func FuzzSplitHostPort(f *testing.F) {
 		}
 	})
 }
+
+// TestWildcardsAndApprovals: a wildcard must sit on a registrable name
+// (never a public suffix); approvals allow until they expire; deny rules
+// win over them; only a valid name no rule decides is askable.
+func TestWildcardsAndApprovals(t *testing.T) {
+	for _, bad := range []string{"*.com", "*.co.uk", "*.github.io", "*.uk"} {
+		if _, err := ParseRule(bad); err == nil || !strings.Contains(err.Error(), "public suffix") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	for _, good := range []string{"*.example.co.uk", "*.pkg.example", "*.npmjs.org", "*.user.github.io"} {
+		if _, err := ParseRule(good); err != nil {
+			t.Errorf("%s: %v", good, err)
+		}
+	}
+	now := time.Now()
+	r, _ := ParseRule("docs.example.com")
+	w, _ := ParseRule("*.example.com")
+	p, err := Spec{Posture: "allowlist", Deny: []string{"bad.example.com"}, Ask: true,
+		Approved: []Approval{{Rule: r, Until: now.Add(time.Hour), By: "alice"}, {Rule: w, Until: now.Add(-time.Second), By: "bob"}}}.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.DecideAt("docs.example.com", 443, now); !d.Allow || d.Rule != "approved docs.example.com:443 by alice" {
+		t.Errorf("approved: %+v", d)
+	}
+	if d := p.DecideAt("docs.example.com", 443, now.Add(2*time.Hour)); d.Allow || !d.Askable {
+		t.Errorf("after the approval expired: %+v", d)
+	}
+	if d := p.DecideAt("x.example.com", 443, now); d.Allow || !d.Askable {
+		t.Errorf("an expired wildcard approval: %+v", d)
+	}
+	if d := p.DecideAt("bad.example.com", 443, now); d.Allow || d.Askable {
+		t.Errorf("a deny rule: %+v", d)
+	}
+	if d := p.DecideAt("10.0.0.1", 443, now); d.Allow || d.Askable {
+		t.Errorf("an address: %+v", d)
+	}
+	a, _ := Spec{Posture: "anthropic", Ask: true}.Policy()
+	if d := a.DecideAt("example.com", 443, now); d.Askable {
+		t.Error("the anthropic posture asks")
+	}
+}

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 )
@@ -105,8 +107,11 @@ func ParseRule(s string) (Rule, error) {
 		return Rule{}, fmt.Errorf("rule %q: %w", s, err)
 	}
 	if wild {
-		if !strings.Contains(n, ".") {
-			return Rule{}, fmt.Errorf("rule %q: a wildcard must sit above a registrable name, not a top-level domain: %w", s, errdefs.ErrInvalid)
+		// "*.com", "*.co.uk", "*.github.io": every name below a public
+		// suffix belongs to someone else; a wildcard needs a registrable
+		// name (example.co.uk) or one below it.
+		if suffix, _ := publicsuffix.PublicSuffix(n); !strings.Contains(n, ".") || suffix == n {
+			return Rule{}, fmt.Errorf("rule %q: %q is a public suffix, under which anyone may register a name; a wildcard must sit on a registrable name (like *.example.%s) or below one: %w", s, n, n, errdefs.ErrInvalid)
 		}
 		n = "*." + n
 	}
@@ -124,11 +129,26 @@ func (r Rule) matches(host string, port int) bool {
 	return host == r.Host
 }
 
-// Policy is one session's egress policy. Deny wins over Allow.
+// Policy is one session's egress policy. Deny wins over Allow, and over
+// Approved.
 type Policy struct {
 	Posture string // "anthropic" or "allowlist" (offline has no policy)
 	Allow   []Rule
 	Deny    []Rule
+	// Ask holds a connection to a name no rule decides until a person
+	// approves or denies it (or a timeout denies it), instead of refusing
+	// it at once.
+	Ask bool
+	// Approved are rules people approved while the session ran; each may
+	// expire.
+	Approved []Approval
+}
+
+// Approval is a rule a person approved, until a time (zero: no end).
+type Approval struct {
+	Rule  Rule
+	Until time.Time
+	By    string
 }
 
 // AnthropicRules is the anthropic posture: the API and nothing else.
@@ -136,30 +156,46 @@ var AnthropicRules = []Rule{{Host: "api.anthropic.com", Port: 443}}
 
 // NewPolicy builds a policy from rule strings.
 func NewPolicy(posture string, allow, deny []string) (*Policy, error) {
-	p := &Policy{Posture: posture}
-	switch posture {
+	return Spec{Posture: posture, Allow: allow, Deny: deny}.Policy()
+}
+
+// Spec is what a session's policy is made of: its posture, its rules as
+// written, whether it asks, and what people approved.
+type Spec struct {
+	Posture     string
+	Allow, Deny []string
+	Ask         bool
+	Approved    []Approval
+}
+
+// Policy builds the policy. It refuses a bad rule, and an allowlist that
+// could let nothing through and asks for nothing.
+func (sp Spec) Policy() (*Policy, error) {
+	p := &Policy{Posture: sp.Posture, Ask: sp.Ask, Approved: sp.Approved}
+	switch sp.Posture {
 	case "anthropic":
 		p.Allow = append(p.Allow, AnthropicRules...)
+		p.Ask = false // the API only
 	case "allowlist":
 	default:
-		return nil, fmt.Errorf("egress posture %q has no policy (anthropic or allowlist): %w", posture, errdefs.ErrInvalid)
+		return nil, fmt.Errorf("egress posture %q has no policy (anthropic or allowlist): %w", sp.Posture, errdefs.ErrInvalid)
 	}
-	for _, s := range allow {
+	for _, s := range sp.Allow {
 		r, err := ParseRule(s)
 		if err != nil {
 			return nil, err
 		}
 		p.Allow = append(p.Allow, r)
 	}
-	for _, s := range deny {
+	for _, s := range sp.Deny {
 		r, err := ParseRule(s)
 		if err != nil {
 			return nil, err
 		}
 		p.Deny = append(p.Deny, r)
 	}
-	if len(p.Allow) == 0 {
-		return nil, fmt.Errorf("egress allowlist is empty: give --allow NAME[:PORT] or use --egress offline: %w", errdefs.ErrInvalid)
+	if len(p.Allow) == 0 && len(p.Approved) == 0 && !p.Ask {
+		return nil, fmt.Errorf("egress allowlist is empty: give --allow NAME[:PORT], --ask (to approve names as the box asks for them), or use --egress offline: %w", errdefs.ErrInvalid)
 	}
 	return p, nil
 }
@@ -171,10 +207,17 @@ type Decision struct {
 	Rule string
 	// Reason says why, for the log line and the 403 body.
 	Reason string
+	// Askable: no rule decided a valid name, and the policy asks a person.
+	Askable bool
 }
 
-// Decide applies the policy to a raw host (normalized here) and port.
+// Decide applies the policy to a raw host (normalized here) and port, now.
 func (p *Policy) Decide(rawHost string, port int) Decision {
+	return p.DecideAt(rawHost, port, time.Now())
+}
+
+// DecideAt is Decide at a given time (for approvals that expire).
+func (p *Policy) DecideAt(rawHost string, port int, now time.Time) Decision {
 	host, err := Normalize(rawHost)
 	if err != nil {
 		return Decision{Reason: err.Error()}
@@ -189,5 +232,14 @@ func (p *Policy) Decide(rawHost string, port int) Decision {
 			return Decision{Allow: true, Rule: "allow " + r.String(), Reason: "allowed by rule " + r.String()}
 		}
 	}
-	return Decision{Reason: fmt.Sprintf("%s:%d is not on the %s allowlist of this session", host, port, p.Posture)}
+	for _, a := range p.Approved {
+		if a.Rule.matches(host, port) && (a.Until.IsZero() || now.Before(a.Until)) {
+			rule := "approved " + a.Rule.String()
+			if a.By != "" {
+				rule += " by " + a.By
+			}
+			return Decision{Allow: true, Rule: rule, Reason: rule}
+		}
+	}
+	return Decision{Reason: fmt.Sprintf("%s:%d is not on the %s allowlist of this session", host, port, p.Posture), Askable: p.Ask}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,34 @@ type Options struct {
 	// offline included: for those, serve takes the box's connection after
 	// the 200, its buffered bytes first, and nothing is dialed here.
 	Terminate func(session, host string, port int) (serve func(session string, c net.Conn), ok bool)
+	// AskTimeout is how long a connection waits for a person's answer in
+	// ask mode before it is refused (default 60 s).
+	AskTimeout time.Duration
+	// MaxPending caps a session's connections waiting for an answer
+	// (default 16); past it, the oldest is refused first.
+	MaxPending int
+	// OnPending, if set, is told of each connection that starts waiting
+	// (in its own goroutine: it may be slow).
+	OnPending func(Pending)
+}
+
+// Pending is a connection waiting for a person's answer.
+type Pending struct {
+	ID       string    `json:"id"`
+	Session  string    `json:"session"`
+	Host     string    `json:"host"`
+	Port     int       `json:"port"`
+	Since    time.Time `json:"since"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// Verdict answers a pending connection.
+type Verdict struct {
+	Allow bool
+	// By names who answered ("" for the Runner itself).
+	By string
+	// Reason is why, for the log and the 403 body when refused.
+	Reason string
 }
 
 // Proxy is the egress proxy: CONNECT tunnels and absolute-form HTTP, for
@@ -65,8 +94,25 @@ type Proxy struct {
 	sink decisionlog.Sink
 	ids  atomic.Uint64
 
-	mu   sync.Mutex
-	open map[string]int // tunnels per session
+	mu      sync.Mutex
+	open    map[string]int                 // connections per session
+	tunnels map[string]map[*tunnelRec]bool // open CONNECT tunnels per session
+	pending map[string][]*held             // per session, oldest first
+}
+
+// tunnelRec is an open tunnel Recheck may cut.
+type tunnelRec struct {
+	host   string
+	port   int
+	cut    func()
+	reason atomic.Pointer[string] // why it was cut, if it was
+}
+
+// held is a connection waiting for a verdict (buffered: one send, never
+// blocking).
+type held struct {
+	Pending
+	verdict chan Verdict
 }
 
 // New builds a proxy.
@@ -80,7 +126,14 @@ func New(o Options) *Proxy {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 5 * time.Minute
 	}
-	p := &Proxy{o: o, log: o.Log, sink: o.Decisions, open: map[string]int{}}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = time.Minute
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 16
+	}
+	p := &Proxy{o: o, log: o.Log, sink: o.Decisions, open: map[string]int{},
+		tunnels: map[string]map[*tunnelRec]bool{}, pending: map[string][]*held{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -147,6 +200,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.Host, e.Port = host, port
 	d := pol.Decide(host, port)
+	if !d.Allow && d.Askable {
+		// Names that resolve only to forbidden addresses are refused
+		// before anyone is asked: no approval could let them through.
+		if _, why := p.resolve(r.Context(), host, port); why != "" {
+			deny(http.StatusForbidden, "", why)
+			return
+		}
+		v := p.hold(r.Context(), session, host, port)
+		if !v.Allow {
+			deny(http.StatusForbidden, "asked", v.Reason)
+			return
+		}
+		d = Decision{Allow: true, Rule: "approved by " + v.By}
+		if v.By == "" {
+			d.Rule = "approved: " + v.Reason
+		}
+	}
 	if !d.Allow {
 		deny(http.StatusForbidden, d.Rule, d.Reason)
 		return
@@ -199,9 +269,13 @@ func (p *Proxy) resolve(ctx context.Context, host string, port int) (netip.AddrP
 	}
 	var refused []string
 	for _, a := range addrs {
-		a = a.WithZone("")
+		// An IPv4 address may come back in its IPv4-mapped IPv6 form (the
+		// resolver does so for /etc/hosts entries): it is classified, and
+		// dialed, as the IPv4 address it is.
+		mapped := a.Is4In6()
+		a = a.WithZone("").Unmap()
 		ok, class := Classify(a)
-		if !ok && p.o.UnsafeAllowLoopbackForTests && class == "loopback" && a.Is4() {
+		if !ok && p.o.UnsafeAllowLoopbackForTests && class == "loopback" && a.Is4() && !mapped {
 			ok = true
 		}
 		if ok {
@@ -265,8 +339,185 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, e *decisionlog.En
 	if _, err := up.Write(first); err != nil {
 		return
 	}
+	rec := p.track(e.Session, e.Host, e.Port, func() { c.Close(); up.Close() })
+	defer p.untrack(e.Session, rec)
 	in, out := p.splice(c, brw.Reader, up)
 	e.BytesIn, e.BytesOut = in+int64(len(first)), out
+	if why := rec.reason.Load(); why != nil {
+		e.Decision, e.Reason = "cut", *why
+	}
+}
+
+func (p *Proxy) track(session, host string, port int, cut func()) *tunnelRec {
+	rec := &tunnelRec{host: host, port: port, cut: cut}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tunnels[session] == nil {
+		p.tunnels[session] = map[*tunnelRec]bool{}
+	}
+	p.tunnels[session][rec] = true
+	return rec
+}
+
+func (p *Proxy) untrack(session string, rec *tunnelRec) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.tunnels[session], rec)
+	if len(p.tunnels[session]) == 0 {
+		delete(p.tunnels, session)
+	}
+}
+
+// Recheck applies the session's policy as it is now to its open tunnels
+// and waiting connections: tunnels it would refuse are cut (their log
+// entry says so), waiting connections it now decides are answered. It
+// returns how many tunnels it cut. Terminated connections (the API host
+// through the Runner) are not tunnels and are not touched.
+func (p *Proxy) Recheck(session string) int {
+	pol := p.o.Policy(session)
+	now := time.Now()
+	p.mu.Lock()
+	var cut []*tunnelRec
+	for rec := range p.tunnels[session] {
+		why := "this session's egress is now offline"
+		if pol != nil {
+			d := pol.DecideAt(rec.host, rec.port, now)
+			if d.Allow {
+				continue
+			}
+			why = d.Reason
+		}
+		why = "cut: the session's egress changed: " + why
+		rec.reason.Store(&why)
+		cut = append(cut, rec)
+	}
+	var answer []*held
+	var verdicts []Verdict
+	keep := p.pending[session][:0]
+	for _, h := range p.pending[session] {
+		if pol == nil {
+			answer, verdicts = append(answer, h), append(verdicts, Verdict{Reason: "this session's egress is now offline"})
+			continue
+		}
+		if d := pol.DecideAt(h.Host, h.Port, now); !d.Askable {
+			answer, verdicts = append(answer, h), append(verdicts, Verdict{Allow: d.Allow, Reason: d.Reason})
+			continue
+		}
+		keep = append(keep, h)
+	}
+	p.setPending(session, keep)
+	p.mu.Unlock()
+	for i, h := range answer {
+		h.verdict <- verdicts[i]
+	}
+	for _, rec := range cut {
+		rec.cut()
+	}
+	return len(cut)
+}
+
+// setPending stores a session's queue; p.mu is held.
+func (p *Proxy) setPending(session string, q []*held) {
+	if len(q) == 0 {
+		delete(p.pending, session)
+		return
+	}
+	p.pending[session] = q
+}
+
+// hold waits for a person's verdict on a connection, at most AskTimeout.
+// Past MaxPending waiting connections, the session's oldest is refused.
+func (p *Proxy) hold(ctx context.Context, session, host string, port int) Verdict {
+	if n, err := Normalize(host); err == nil {
+		host = n // Askable says it is
+	}
+	now := time.Now()
+	h := &held{Pending: Pending{ID: "ask_" + strconv.FormatUint(p.ids.Add(1), 10), Session: session, Host: host, Port: port,
+		Since: now.UTC(), Deadline: now.Add(p.o.AskTimeout).UTC()}, verdict: make(chan Verdict, 1)}
+	p.mu.Lock()
+	q := p.pending[session]
+	var evicted *held
+	if len(q) >= p.o.MaxPending {
+		evicted, q = q[0], q[1:]
+	}
+	p.pending[session] = append(q, h)
+	p.mu.Unlock()
+	if evicted != nil {
+		evicted.verdict <- Verdict{Reason: fmt.Sprintf("refused unanswered: this session already had %d connections waiting for approval, and the oldest is refused first", p.o.MaxPending)}
+		p.log.Warn("egress approval queue full; the oldest waiting connection is refused", slog.String(logkey.Session, session),
+			slog.String("host", evicted.Host), slog.Int("port", evicted.Port), slog.Int("max_pending", p.o.MaxPending))
+	}
+	if p.o.OnPending != nil {
+		go p.o.OnPending(h.Pending)
+	}
+	t := time.NewTimer(p.o.AskTimeout)
+	defer t.Stop()
+	select {
+	case v := <-h.verdict:
+		return v
+	case <-t.C:
+		if p.remove(h) {
+			return Verdict{Reason: fmt.Sprintf("no one approved %s:%d within %s; the owner can approve it (paddock egress approve) and the box try again", host, port, p.o.AskTimeout)}
+		}
+	case <-ctx.Done():
+		if p.remove(h) {
+			return Verdict{Reason: "the box gave up waiting"}
+		}
+	}
+	return <-h.verdict // answered as it timed out
+}
+
+// remove takes h out of its queue, reporting whether it was still there.
+func (p *Proxy) remove(h *held) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.pending[h.Session]
+	for i, x := range q {
+		if x == h {
+			p.setPending(h.Session, append(q[:i:i], q[i+1:]...))
+			return true
+		}
+	}
+	return false
+}
+
+// Pending lists the connections waiting for an answer, oldest first, of
+// one session or ("") all.
+func (p *Proxy) Pending(session string) []Pending {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Pending
+	for s, q := range p.pending {
+		if session != "" && s != session {
+			continue
+		}
+		for _, h := range q {
+			out = append(out, h.Pending)
+		}
+	}
+	slices.SortFunc(out, func(a, b Pending) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// Answer gives the verdict to the session's waiting connections the rule
+// covers, returning how many.
+func (p *Proxy) Answer(session string, rule Rule, v Verdict) int {
+	p.mu.Lock()
+	var answer []*held
+	keep := p.pending[session][:0]
+	for _, h := range p.pending[session] {
+		if rule.matches(h.Host, h.Port) {
+			answer = append(answer, h)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	p.setPending(session, keep)
+	p.mu.Unlock()
+	for _, h := range answer {
+		h.verdict <- v
+	}
+	return len(answer)
 }
 
 // readHello reads until a complete ClientHello (or clearly not TLS), at

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,9 +64,10 @@ type fixture struct {
 	httpPort  int
 	sink      *sink
 	proxy     *Proxy
+	pol       atomic.Pointer[Policy] // session s1's
 }
 
-func setup(t *testing.T, maxTunnels int) *fixture {
+func setup(t *testing.T, maxTunnels int, opts ...func(*Options)) *fixture {
 	t.Helper()
 	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello over tls") }))
 	tlsSrv.StartTLS()
@@ -84,7 +87,7 @@ func setup(t *testing.T, maxTunnels int) *fixture {
 	}
 	f := &fixture{tlsPort: port(tlsSrv.URL), httpPort: port(httpSrv.URL), sink: &sink{}}
 	allow := []string{fmt.Sprintf("tls.test:%d", f.tlsPort), fmt.Sprintf("plain.test:%d", f.httpPort), fmt.Sprintf("allowed.com:%d", f.tlsPort),
-		"private.test", "meta.test", "v6loop.test", "mapped.test", "cgnat.test", "nat64.test", "linklocal.test", "zero.test", "multicast.test",
+		"private.test", "meta.test", "v6loop.test", "mapped.test", "mappedprivate.test", "cgnat.test", "nat64.test", "linklocal.test", "zero.test", "multicast.test",
 		"denied.test", "nxdomain.test", fmt.Sprintf("*.wild.test:%d", f.tlsPort)}
 	pol, err := NewPolicy("allowlist", allow, []string{"denied.test"})
 	if err != nil {
@@ -93,13 +96,14 @@ func setup(t *testing.T, maxTunnels int) *fixture {
 	res := mapResolver{
 		"tls.test": {"127.0.0.1"}, "plain.test": {"127.0.0.1"}, "allowed.com": {"127.0.0.1"}, "a.wild.test": {"127.0.0.1"},
 		"private.test": {"10.0.0.1", "192.168.1.1"}, "meta.test": {"169.254.169.254"}, "v6loop.test": {"::1"},
-		"mapped.test": {"::ffff:127.0.0.1"}, "cgnat.test": {"100.64.0.1"}, "nat64.test": {"64:ff9b::7f00:1"},
+		"mapped.test": {"::ffff:127.0.0.1"}, "mappedprivate.test": {"::ffff:10.1.2.3"}, "cgnat.test": {"100.64.0.1"}, "nat64.test": {"64:ff9b::7f00:1"},
 		"linklocal.test": {"fe80::1"}, "zero.test": {"0.0.0.0"}, "multicast.test": {"224.0.0.1"}, "denied.test": {"127.0.0.1"},
 	}
-	f.proxy = New(Options{
+	f.pol.Store(pol)
+	o := Options{
 		Policy: func(s string) *Policy {
 			if s == "s1" {
-				return pol
+				return f.pol.Load()
 			}
 			return nil
 		},
@@ -115,7 +119,11 @@ func setup(t *testing.T, maxTunnels int) *fixture {
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", a.String())
 		},
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	f.proxy = New(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +160,7 @@ func body(r *http.Response) string { b, _ := io.ReadAll(r.Body); return string(b
 func TestForbiddenAddressClasses(t *testing.T) {
 	f := setup(t, 0)
 	for host, class := range map[string]string{
-		"private.test": "private", "meta.test": "metadata", "v6loop.test": "loopback", "mapped.test": "ipv4-mapped",
+		"private.test": "private", "meta.test": "metadata", "v6loop.test": "loopback", "mapped.test": "loopback", "mappedprivate.test": "private",
 		"cgnat.test": "cgnat", "nat64.test": "nat64", "linklocal.test": "link-local", "zero.test": "unspecified", "multicast.test": "multicast",
 	} {
 		n := f.sink.count()
@@ -361,5 +369,127 @@ func TestIdleTunnelEnds(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Fatalf("an idle tunnel lived %v", d)
+	}
+}
+
+// TestAskMode: in ask mode a CONNECT no rule decides waits; approved, the
+// same connection goes through; denied or unanswered, a 403 says so; a
+// name that resolves only to forbidden addresses is refused unasked; past
+// the cap, the oldest waiting is refused first.
+func TestAskMode(t *testing.T) {
+	asked := make(chan Pending, 8)
+	f := setup(t, 0, func(o *Options) {
+		o.AskTimeout = 2 * time.Second
+		o.MaxPending = 2
+		o.OnPending = func(p Pending) { asked <- p }
+	})
+	pol, err := Spec{Posture: "allowlist", Deny: []string{"denied.test"}, Ask: true}.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pol.Store(pol)
+	type result struct {
+		c    net.Conn
+		br   *bufio.Reader
+		resp *http.Response
+	}
+	connect := func(target string) chan result {
+		ch := make(chan result, 1)
+		go func() { c, br, resp := f.connect(t, target); ch <- result{c, br, resp} }()
+		return ch
+	}
+	target := fmt.Sprintf("TLS.test:%d", f.tlsPort)
+	got := connect(target)
+	p := <-asked
+	if p.Session != "s1" || p.Host != "tls.test" || p.Port != f.tlsPort || !p.Deadline.After(p.Since) {
+		t.Fatalf("pending %+v", p)
+	}
+	if ps := f.proxy.Pending("s1"); len(ps) != 1 || ps[0].ID != p.ID {
+		t.Fatalf("Pending: %+v", ps)
+	}
+	if n := f.proxy.Answer("s1", Rule{Host: "other.test", Port: f.tlsPort}, Verdict{Allow: true}); n != 0 {
+		t.Fatalf("a rule for another name answered %d", n)
+	}
+	n := f.sink.count()
+	if k := f.proxy.Answer("s1", Rule{Host: "tls.test", Port: f.tlsPort}, Verdict{Allow: true, By: "alice"}); k != 1 {
+		t.Fatalf("answered %d", k)
+	}
+	r := <-got
+	if r.resp.StatusCode != 200 {
+		t.Fatalf("approved: %d %s", r.resp.StatusCode, body(r.resp))
+	}
+	tc := tls.Client(&bufConn{r.c, r.br}, &tls.Config{ServerName: "tls.test", InsecureSkipVerify: true})
+	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: tls.test\r\n\r\n")
+	buf := make([]byte, 512)
+	k, _ := tc.Read(buf)
+	if !strings.Contains(string(buf[:k]), "hello over tls") {
+		t.Fatalf("through the approved tunnel: %q", buf[:k])
+	}
+	// The session goes offline: the open tunnel is cut, and says why.
+	f.pol.Store(nil)
+	if cut := f.proxy.Recheck("s1"); cut != 1 {
+		t.Fatalf("Recheck cut %d tunnels", cut)
+	}
+	tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(tc); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "closed") && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("the cut tunnel: %v", err)
+	}
+	if e := f.sink.after(n); e.Decision != "cut" || e.Rule != "approved by alice" || !strings.Contains(e.Reason, "offline") {
+		t.Fatalf("entry %+v", e)
+	}
+	f.pol.Store(pol)
+
+	// Denied by a person: 403 with the reason.
+	got = connect(fmt.Sprintf("allowed.com:%d", f.tlsPort))
+	<-asked
+	f.proxy.Answer("s1", Rule{Host: "allowed.com", Port: f.tlsPort}, Verdict{Reason: "denied by bob"})
+	if r := <-got; r.resp.StatusCode != 403 || !strings.Contains(body(r.resp), "denied by bob") {
+		t.Fatalf("denied: %d", r.resp.StatusCode)
+	}
+	// Unanswered: refused after AskTimeout.
+	got = connect(fmt.Sprintf("a.wild.test:%d", f.tlsPort))
+	<-asked
+	if r := <-got; r.resp.StatusCode != 403 || !strings.Contains(body(r.resp), "no one approved") {
+		t.Fatalf("unanswered: %d", r.resp.StatusCode)
+	}
+	// Forbidden addresses and deny rules are never asked about.
+	for _, target := range []string{"private.test:443", "meta.test:443", "denied.test:443"} {
+		if _, _, resp := f.connect(t, target); resp.StatusCode != 403 {
+			t.Fatalf("%s: %d", target, resp.StatusCode)
+		}
+	}
+	select {
+	case p := <-asked:
+		t.Fatalf("asked about %+v", p)
+	default:
+	}
+	// A flood: past two waiting, the oldest is refused first.
+	first := connect(fmt.Sprintf("tls.test:%d", f.tlsPort))
+	<-asked
+	second := connect(fmt.Sprintf("plain.test:%d", f.httpPort))
+	<-asked
+	third := connect(fmt.Sprintf("allowed.com:%d", f.tlsPort))
+	<-asked
+	if r := <-first; r.resp.StatusCode != 403 || !strings.Contains(body(r.resp), "oldest is refused first") {
+		t.Fatalf("the oldest of a flood: %d", r.resp.StatusCode)
+	}
+	if ps := f.proxy.Pending(""); len(ps) != 2 || ps[0].Host != "plain.test" || ps[1].Host != "allowed.com" {
+		t.Fatalf("the queue after a flood: %+v", ps)
+	}
+	// A change of posture answers what it now decides.
+	allow, _ := Spec{Posture: "allowlist", Allow: []string{fmt.Sprintf("plain.test:%d", f.httpPort)}, Ask: true}.Policy()
+	f.pol.Store(allow)
+	f.proxy.Recheck("s1")
+	if ps := f.proxy.Pending(""); len(ps) != 1 || ps[0].Host != "allowed.com" {
+		t.Fatalf("the queue after a change: %+v", ps)
+	}
+	if r := <-second; r.resp.StatusCode != 200 {
+		t.Fatalf("a waiting connection the new policy allows: %d", r.resp.StatusCode)
+	} else {
+		r.c.Close()
+	}
+	f.proxy.Answer("s1", Rule{Host: "allowed.com", Port: f.tlsPort}, Verdict{Reason: "denied by bob"})
+	if r := <-third; r.resp.StatusCode != 403 {
+		t.Fatalf("the last one: %d", r.resp.StatusCode)
 	}
 }

@@ -53,6 +53,41 @@ type Request struct {
 	// Ended is when the server finished with the request: its answer
 	// written, or (for a stall) the client gone.
 	Ended time.Time
+	// Usage is what the answer to a POST /v1/messages reported, final
+	// counts (zero for any other request, a fault, or an early answer).
+	Usage Usage
+}
+
+// Usage is a message's token usage as the API reports it.
+type Usage struct {
+	InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens int64
+}
+
+func (u Usage) json() map[string]any {
+	return map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
+		"cache_creation_input_tokens": u.CacheCreationTokens, "cache_read_input_tokens": u.CacheReadTokens}
+}
+
+// startUsage is message_start's usage of a fault's or an early answer.
+var startUsage = Usage{InputTokens: 25, OutputTokens: 1}
+
+// usageOf is what the answer to a request of n messages reports: 25 input
+// tokens, out output tokens, and cache tokens of every kind (a cache write
+// of 64, reads growing with the conversation) so that each kind is seen.
+func usageOf(n int, out int64) Usage {
+	return Usage{InputTokens: 25, OutputTokens: out, CacheCreationTokens: 64, CacheReadTokens: 128 * int64(max(n-1, 0))}
+}
+
+// outputOf is the output tokens the message_delta of events reports.
+func outputOf(events []event) int64 {
+	for _, ev := range events {
+		if u, ok := ev.data["usage"].(map[string]any); ok && ev.name == "message_delta" {
+			if n, ok := u["output_tokens"].(int); ok {
+				return int64(n)
+			}
+		}
+	}
+	return 1
 }
 
 // Server is an http.Handler. Set fields before serving.
@@ -158,7 +193,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, rec *Request, f pe
 			return 0, true
 		}
 	case FaultStall:
-		s.stream(w, rec.Model, textEvents("stalled", 1)[:3])
+		s.stream(w, rec.Model, startUsage, textEvents("stalled", 1)[:3])
 		<-r.Context().Done()
 		return 200, true
 	}
@@ -235,7 +270,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 		rec.Status = 200
 		s.add(rec)
-		s.stream(w, "claude-fake", textEvents("hi early", s.textDeltas()))
+		s.stream(w, "claude-fake", startUsage, textEvents("hi early", s.textDeltas()))
 		_, _ = io.Copy(io.Discard, r.Body)
 		return
 	}
@@ -344,8 +379,9 @@ func (s *Server) messages(w http.ResponseWriter, rec *Request) int {
 	var full map[string]any
 	if st, k, scripted := s.nextStep(&req); scripted {
 		if st.Name != "" {
-			events = stepEvents(stepID(k), st)
-			full = message(model, []any{map[string]any{"type": "tool_use", "id": stepID(k), "name": st.Name, "input": st.Input}}, "tool_use")
+			id := stepID(k, len(req.Messages))
+			events = stepEvents(id, st)
+			full = message(model, []any{map[string]any{"type": "tool_use", "id": id, "name": st.Name, "input": st.Input}}, "tool_use")
 		} else {
 			events = textEvents(StepsDone, s.textDeltas())
 			full = message(model, []any{map[string]any{"type": "text", "text": StepsDone}}, "end_turn")
@@ -360,9 +396,12 @@ func (s *Server) messages(w http.ResponseWriter, rec *Request) int {
 		full = message(model, []any{map[string]any{"type": "text", "text": text}}, "end_turn")
 	}
 	if !req.Stream {
+		rec.Usage = usageOf(rec.Messages, 12)
+		full["usage"] = rec.Usage.json()
 		return writeJSON(w, 200, full)
 	}
-	s.stream(w, model, events)
+	rec.Usage = usageOf(rec.Messages, outputOf(events))
+	s.stream(w, model, rec.Usage, events)
 	return 200
 }
 
@@ -371,7 +410,9 @@ type event struct {
 	data map[string]any
 }
 
-func (s *Server) stream(w http.ResponseWriter, model string, body []event) {
+// stream answers with message_start (u's usage but 1 output token, as
+// the API does) and then body, whose message_delta says the output.
+func (s *Server) stream(w http.ResponseWriter, model string, u Usage, body []event) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -380,7 +421,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, body []event) {
 	all := append([]event{{"message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": "msg_fake_01", "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": 25, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		"usage": Usage{InputTokens: u.InputTokens, OutputTokens: 1, CacheReadTokens: u.CacheReadTokens, CacheCreationTokens: u.CacheCreationTokens}.json(),
 	}}}}, body...)
 	var buf bytes.Buffer
 	delay, _ := s.pace()

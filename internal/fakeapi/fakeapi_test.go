@@ -219,10 +219,10 @@ func TestSteps(t *testing.T) {
 	if got := ask(`[` + user + `]`); !strings.Contains(got, `"name":"Read"`) || !strings.Contains(got, "toolu_fake_step_00") {
 		t.Fatalf("first step: %s", got)
 	}
-	if got := ask(`[` + user + `,` + result("toolu_fake_step_00") + `]`); !strings.Contains(got, `"name":"Bash"`) {
+	if got := ask(`[` + user + `,` + result("toolu_fake_step_00_m1") + `]`); !strings.Contains(got, `"name":"Bash"`) {
 		t.Fatalf("second step: %s", got)
 	}
-	if got := ask(`[` + user + `,` + result("toolu_fake_step_00") + `,` + result("toolu_fake_step_01") + `]`); !strings.Contains(got, StepsDone) {
+	if got := ask(`[` + user + `,` + result("toolu_fake_step_00_m1") + `,` + result("toolu_fake_step_01_m2") + `]`); !strings.Contains(got, StepsDone) {
 		t.Fatalf("end: %s", got)
 	}
 	if got := ask(`[` + user + `,{"role":"assistant","content":"done"},{"role":"user","content":"say hi"}]`); !strings.Contains(got, "hi from the fake server") {

@@ -38,11 +38,15 @@ func (s *Server) nextStep(req *msgRequest) (Step, int, bool) {
 	if len(steps) == 0 {
 		return Step{}, 0, false
 	}
+	// Walk back to the latest words, counting the tool results after them
+	// (the CLI may send new words in one message after the last turn's
+	// tool results).
 	results := 0
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
-		words := false
-		for _, b := range blocks(m.Content) {
+		bs := blocks(m.Content)
+		for j := len(bs) - 1; j >= 0; j-- {
+			b := bs[j]
 			switch {
 			case b.Type == "tool_result":
 				results++
@@ -50,11 +54,8 @@ func (s *Server) nextStep(req *msgRequest) (Step, int, bool) {
 				if !strings.Contains(b.Text, StepsKeyword) {
 					return Step{}, 0, false // the latest words are not the script's
 				}
-				words = true
+				return stepOr(steps, results)
 			}
-		}
-		if words {
-			return stepOr(steps, results)
 		}
 	}
 	return Step{}, 0, false
@@ -84,4 +85,7 @@ func stepEvents(id string, st Step) []event {
 	)
 }
 
-func stepID(k int) string { return fmt.Sprintf("toolu_fake_step_%02d", k) }
+// stepID names step k of a scripted turn answered at a conversation of
+// n messages: unique within a conversation, as the API's ids are (the CLI
+// does not run a tool_use id twice).
+func stepID(k, n int) string { return fmt.Sprintf("toolu_fake_step_%02d_m%d", k, n) }

@@ -1,11 +1,13 @@
 // Package limits enforces per-session limits on the credential proxy:
-// requests per minute, concurrent requests (streams), and a token budget.
+// requests per minute, concurrent requests (streams), a token budget and
+// a budget in money (US dollars, priced by the caller).
 // It is pure bookkeeping with an injectable clock; the proxy asks Admit
 // before it calls the upstream and reports usage with Account.
 package limits
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -15,6 +17,8 @@ type Limits struct {
 	RPM         int   `json:"rpm,omitempty"`
 	Concurrent  int   `json:"concurrent,omitempty"`
 	TokenBudget int64 `json:"token_budget,omitempty"`
+	// BudgetUSD is a budget in US dollars, counted with AccountUSD.
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
 }
 
 // Tracker holds every session's counters. Safe for concurrent use.
@@ -31,6 +35,7 @@ type state struct {
 	recent []time.Time // request times within the last minute
 	open   int
 	used   int64
+	spent  float64 // US dollars
 }
 
 // New returns an empty tracker.
@@ -82,6 +87,9 @@ func (t *Tracker) Admit(session string) (release func(), reason string) {
 	switch {
 	case l.TokenBudget > 0 && s.used >= l.TokenBudget:
 		return nil, fmt.Sprintf("this session has used its token budget (%d of %d tokens); the owner can raise it with: paddock set <session> --budget N", s.used, l.TokenBudget)
+	case l.BudgetUSD > 0 && s.spent >= l.BudgetUSD:
+		return nil, fmt.Sprintf("this session has spent its budget of $%s (an estimated $%.4f at list prices); the owner can raise it with: paddock set <session> --budget-usd N",
+			strconv.FormatFloat(l.BudgetUSD, 'f', -1, 64), s.spent)
 	case l.RPM > 0 && len(s.recent) >= l.RPM:
 		return nil, fmt.Sprintf("this session is limited to %d requests per minute; wait a little", l.RPM)
 	case l.Concurrent > 0 && s.open >= l.Concurrent:
@@ -108,6 +116,34 @@ func (t *Tracker) Account(session string, tokens int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.get(session).used += tokens
+}
+
+// SetSpent replaces the US dollars a session has spent (e.g. read back
+// from its log at start).
+func (t *Tracker) SetSpent(session string, usd float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(session).spent = usd
+}
+
+// AccountUSD adds what a session's request cost, in US dollars.
+func (t *Tracker) AccountUSD(session string, usd float64) {
+	if !(usd > 0) { // NaN too
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(session).spent += usd
+}
+
+// Spent is the US dollars a session has spent.
+func (t *Tracker) Spent(session string) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.sessions[session]; s != nil {
+		return s.spent
+	}
+	return 0
 }
 
 // Used is the tokens a session has used.

@@ -76,18 +76,17 @@ func (r *Runner) Link(ctx context.Context, be sandbox.Backend, boxID, session st
 	return l, nil
 }
 
-// linkSession links a session's box and, when its posture has one, opens
-// the egress proxy's address in the box too.
+// linkSession links a session's box and opens the egress proxy's address
+// in the box too: every posture has it (offline refuses everything but the
+// direct path there), so egress can change while claude runs.
 func (r *Runner) linkSession(ctx context.Context, be sandbox.Backend, s *session.Session) (*Link, error) {
 	l, err := r.Link(ctx, be, s.BoxID, s.ID)
 	if err != nil {
 		return nil, err
 	}
-	if s.Egress != session.EgressOffline || r.direct(s) { // the direct path is there in every posture
-		if err := l.Client.Listen(BoxEgressAddr, ServiceEgress, time.Now().Add(30*time.Second)); err != nil {
-			l.Close()
-			return nil, fmt.Errorf("open the egress address in the box: %w", err)
-		}
+	if err := l.Client.Listen(BoxEgressAddr, ServiceEgress, time.Now().Add(30*time.Second)); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open the egress address in the box: %w", err)
 	}
 	return l, nil
 }

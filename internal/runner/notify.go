@@ -52,13 +52,34 @@ func notifyEnv(s session.Session, a activity.Activity) []string {
 // notifyEnv, no stdin, ended after notify.timeout; its output and exit
 // status go to the Runner's log.
 func (r *Runner) notify(s session.Session, a activity.Activity) {
-	cmdline := r.opts.Config.Notify.Command
-	if cmdline == "" {
+	if r.opts.Config.Notify.Command == "" {
 		return
 	}
 	if s.Owner.Name == "" {
 		s.Owner = r.ownerOf(s.ID)
 	}
+	r.runNotify(s.ID, string(a.State), notifyEnv(s, a))
+}
+
+// notifyEgress runs the notify command for a connection of the session
+// that waits for a person's approval (ask mode): PADDOCK_ACTIVITY is
+// egress_pending and PADDOCK_EGRESS_HOST the name and port it asks for
+// (a normalized host name: letters, digits, '.', '-').
+func (r *Runner) notifyEgress(s session.Session, hostPort string) {
+	if r.opts.Config.Notify.Command == "" {
+		return
+	}
+	if s.Owner.Name == "" {
+		s.Owner = r.ownerOf(s.ID)
+	}
+	env := notifyEnv(s, activity.Activity{State: "egress_pending", Since: time.Now()})
+	env = append(env, "PADDOCK_EGRESS_HOST="+hostPort)
+	r.runNotify(s.ID, "egress_pending", env)
+}
+
+// runNotify runs the notify command with env in the background.
+func (r *Runner) runNotify(id, what string, env []string) {
+	cmdline := r.opts.Config.Notify.Command
 	r.act.mu.Lock()
 	if r.act.notify.sem == nil {
 		r.act.notify.sem = make(chan struct{}, maxNotifications)
@@ -68,7 +89,7 @@ func (r *Runner) notify(s session.Session, a activity.Activity) {
 	select {
 	case sem <- struct{}{}:
 	default:
-		r.log.Warn("notify command skipped: too many still run", logkey.Session, s.ID, "activity", string(a.State), "limit", maxNotifications)
+		r.log.Warn("notify command skipped: too many still run", logkey.Session, id, "activity", what, "limit", maxNotifications)
 		return
 	}
 	timeout := r.opts.Config.Notify.Timeout.D()
@@ -80,7 +101,7 @@ func (r *Runner) notify(s session.Session, a activity.Activity) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
-		cmd.Env = notifyEnv(s, a)
+		cmd.Env = env
 		cmd.Dir = "/"
 		out := &capped{max: notifyOutput}
 		cmd.Stdout, cmd.Stderr = out, out
@@ -94,11 +115,11 @@ func (r *Runner) notify(s session.Session, a activity.Activity) {
 		}
 		switch {
 		case ctx.Err() != nil:
-			r.log.Warn("notify command timed out", logkey.Session, s.ID, "activity", string(a.State), "timeout", timeout.String(), "output", text)
+			r.log.Warn("notify command timed out", logkey.Session, id, "activity", what, "timeout", timeout.String(), "output", text)
 		case err != nil:
-			r.log.Warn("notify command failed", logkey.Session, s.ID, "activity", string(a.State), logkey.Error, err, "output", text)
+			r.log.Warn("notify command failed", logkey.Session, id, "activity", what, logkey.Error, err, "output", text)
 		default:
-			r.log.Info("notify command ran", logkey.Session, s.ID, "activity", string(a.State), "output", text)
+			r.log.Info("notify command ran", logkey.Session, id, "activity", what, "output", text)
 		}
 	}()
 }

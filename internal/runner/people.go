@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -226,11 +227,17 @@ func (r *Runner) readUsageToday(ctx context.Context) {
 		return
 	}
 	for _, s := range all {
-		es, err := r.decisions.Read(s.ID, 0)
+		l, err := r.decisions.ReadLog(s.ID)
 		if err != nil {
 			continue
 		}
-		for _, e := range es {
+		// The days of rotated-away parts, then the lines still kept.
+		for day, t := range l.Carried.Days {
+			if at, err := time.Parse(time.DateOnly, day); err == nil {
+				r.userUsage.AccountAt(s.Owner.Name, t.Tokens(), at)
+			}
+		}
+		for _, e := range l.Entries {
 			r.userUsage.AccountAt(s.Owner.Name, e.InputTokens+e.OutputTokens, e.Time)
 		}
 	}

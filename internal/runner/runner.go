@@ -90,6 +90,7 @@ type Runner struct {
 	egress      *egress.Proxy
 	usage       *limits.Tracker  // per-session limits and the tokens used
 	userUsage   *limits.Users    // per-person limits (users.*)
+	unpriced    onceEach         // models with no price, warned about once (usage.go)
 	self        session.Person   // the Runner's own user
 	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone
@@ -159,6 +160,7 @@ func New(opts Options) (_ *Runner, err error) {
 		return nil, err
 	}
 	r.decisions.OnError = func(err error) { r.log.Error("decision log", logkey.Error, err) }
+	r.decisions.SetRetention(decisionlog.Retention{MaxSize: int64(opts.Config.Logs.MaxSize), MaxAge: opts.Config.Logs.MaxAge.D()})
 	cc := opts.Config.Credential
 	r.cred = &credential.Chain{
 		File:         credential.File{Path: CredentialFile(opts.StateDir)},
@@ -242,6 +244,9 @@ func New(opts Options) (_ *Runner, err error) {
 		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
 		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
 		Terminate:                   r.terminate,
+		AskTimeout:                  opts.Config.Egress.AskTimeout.D(),
+		MaxPending:                  opts.Config.Egress.MaxPending,
+		OnPending:                   r.notifyPending,
 	})
 	return r, nil
 }
@@ -253,28 +258,39 @@ func (r *Runner) policy(session string) *egress.Policy {
 }
 
 // setPolicy installs a session's egress policy (none for offline).
-func (r *Runner) setPolicy(s *session.Session) error {
+// Open tunnels the new policy refuses are cut, and connections waiting for
+// approval that it now decides are answered; it returns how many tunnels
+// it cut.
+func (r *Runner) setPolicy(s *session.Session) (int, error) {
 	var p *egress.Policy
 	if s.Egress != session.EgressOffline {
-		var err error
-		if p, err = egress.NewPolicy(s.Egress, s.EgressAllow, s.EgressDeny); err != nil {
-			return err
+		sp, err := r.egressSpec(*s)
+		if err != nil {
+			return 0, err
+		}
+		if p, err = sp.Policy(); err != nil {
+			return 0, err
 		}
 	}
 	r.pmu.Lock()
-	defer r.pmu.Unlock()
 	if p == nil {
 		delete(r.policies, s.ID)
 	} else {
 		r.policies[s.ID] = p
 	}
-	return nil
+	r.pmu.Unlock()
+	return r.egress.Recheck(s.ID), nil
 }
 
+// dropPolicy ends a session's egress: its tunnels are cut, its waiting
+// connections refused.
 func (r *Runner) dropPolicy(id string) {
 	r.pmu.Lock()
-	defer r.pmu.Unlock()
 	delete(r.policies, id)
+	r.pmu.Unlock()
+	if r.egress != nil {
+		r.egress.Recheck(id)
+	}
 }
 
 // runnerID returns the id kept in the store, making one on first start.

@@ -21,7 +21,6 @@ import (
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/credential"
-	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/image"
@@ -261,14 +260,14 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	default:
 		return session.Session{}, fmt.Errorf("credential mode %q is not proxy or direct: %w", req.CredentialMode, errdefs.ErrInvalid)
 	}
-	var allow, deny []string
+	var allow, deny, policies []string
 	switch req.Egress {
 	case session.EgressOffline:
-		if len(req.Allow) > 0 || req.EgressPolicy != "" {
-			return session.Session{}, fmt.Errorf("--allow and --egress-policy need --egress allowlist: %w", errdefs.ErrInvalid)
+		if len(req.Allow) > 0 || req.EgressPolicy != "" || req.Ask {
+			return session.Session{}, fmt.Errorf("--allow, --ask and --egress-policy need --egress allowlist: %w", errdefs.ErrInvalid)
 		}
 	case session.EgressAnthropic:
-		if len(req.Allow) > 0 || req.EgressPolicy != "" {
+		if len(req.Allow) > 0 || req.EgressPolicy != "" || req.Ask {
 			return session.Session{}, fmt.Errorf("the anthropic posture allows the API only; for more use --egress allowlist: %w", errdefs.ErrInvalid)
 		}
 	case session.EgressAllowlist:
@@ -277,17 +276,21 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		allow = append(allow, req.Allow...)
 		if req.EgressPolicy != "" {
-			p, ok := r.opts.Config.Egress.Policies[req.EgressPolicy]
-			if !ok {
+			if _, ok := r.opts.Config.Egress.Policies[req.EgressPolicy]; !ok {
 				return session.Session{}, fmt.Errorf("no egress policy %q in the Runner's config: %w", req.EgressPolicy, errdefs.ErrNotFound)
 			}
-			allow, deny = append(allow, p.Allow...), append(deny, p.Deny...)
+			policies = []string{req.EgressPolicy} // attached: read from the config, detachable live
 		}
 	default:
 		return session.Session{}, fmt.Errorf("egress %q is not offline, anthropic or allowlist: %w", req.Egress, errdefs.ErrInvalid)
 	}
+	deny = append(deny, req.Deny...)
 	if req.Egress != session.EgressOffline {
-		if _, err := egress.NewPolicy(req.Egress, allow, deny); err != nil {
+		sp, err := r.egressSpec(session.Session{Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, EgressPolicies: policies, EgressAsk: req.Ask})
+		if err != nil {
+			return session.Session{}, err
+		}
+		if _, err := sp.Policy(); err != nil {
 			return session.Session{}, err
 		}
 	}
@@ -313,6 +316,9 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	if req.TokenBudget > 0 {
 		lim.TokenBudget = req.TokenBudget
+	}
+	if lim.BudgetUSD, err = budgetUSD(r.opts.Config.Sessions.BudgetUSD, req.BudgetUSD); err != nil {
+		return session.Session{}, err
 	}
 	first, err := r.checkFirstStart(&req) // setup, git identity, prompt: setup.go
 	if err != nil {
@@ -392,7 +398,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
-		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode,
+		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, EgressPolicies: policies, EgressAsk: req.Ask, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode,
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim, Owner: owner}
 	s.Restart = restart
 	unlock := r.sessionLock(id)
@@ -473,7 +479,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		r.fail(s, "start box: "+err.Error())
 		return err
 	}
-	if err := r.setPolicy(s); err != nil {
+	if _, err := r.setPolicy(s); err != nil {
 		r.fail(s, "egress policy: "+err.Error())
 		return err
 	}
@@ -605,7 +611,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 			o.Extra = append(o.Extra, cred.Plan.Env()...)
 		}
 	}
-	if s.Egress != session.EgressOffline || r.direct(s) {
+	{
+		// Every box has the egress proxy in its environment, offline ones
+		// too (it refuses everything there, and says so): a session's
+		// egress can then change while claude runs, without a restart.
 		p := "http://" + BoxEgressAddr
 		o.Extra = append(o.Extra, "HTTPS_PROXY="+p, "HTTP_PROXY="+p, "https_proxy="+p, "http_proxy="+p,
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
@@ -701,10 +710,7 @@ exec "$@"`
 // leaks. A box on a pod network (Capabilities.PodNetwork) proves instead
 // that its interface reaches nothing.
 func (r *Runner) selfTest(ctx context.Context, link *Link, s *session.Session) error {
-	args := []string{"guest", "selftest"}
-	if s.Egress != session.EgressOffline || r.direct(s) {
-		args = append(args, "--proxy", BoxEgressAddr)
-	}
+	args := []string{"guest", "selftest", "--proxy", BoxEgressAddr}
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return err
@@ -877,15 +883,18 @@ func (r *Runner) credentialOf(id string) (credential.Credential, error) {
 }
 
 // trackLimits gives the proxy the session's limits, with the tokens it
-// has used so far read back from its decision log.
+// has used so far read back from its decision log (rotated-away parts
+// included, through their carry).
 func (r *Runner) trackLimits(s *session.Session) {
 	var used int64
-	if es, err := r.decisions.Read(s.ID, 0); err == nil {
-		for _, e := range es {
-			used += e.InputTokens + e.OutputTokens
-		}
+	var spent float64
+	if l, err := r.decisions.ReadLog(s.ID); err == nil {
+		used, spent = l.Tokens(), r.spentOf(&l)
+	} else {
+		r.log.Error("read back the tokens a session used; its budget counts from 0", logkey.Session, s.ID, logkey.Error, err)
 	}
 	r.usage.Set(s.ID, s.Limits, used)
+	r.usage.SetSpent(s.ID, spent)
 }
 
 // detach cuts a session's live side in the Runner: its token is revoked
@@ -1060,6 +1069,33 @@ func (r *Runner) Set(ctx context.Context, ref string, req api.SetRequest) (sessi
 			return s, err
 		}
 		s.Effort = *req.Effort
+	}
+	egressWas := s
+	egressChanged, err := r.applyEgressSet(&s, req)
+	if err != nil {
+		return s, err
+	}
+	if egressChanged {
+		if err := r.save(&s); err != nil {
+			return s, err
+		}
+		cut, err := r.setPolicy(&s)
+		if err != nil {
+			return s, err
+		}
+		r.egressChanged(s, r.caller(ctx).Name, "egress "+egressWas.EgressSummary()+" → "+s.EgressSummary(), cut)
+		if req.Model == nil && req.Effort == nil && req.TokenBudget == nil && req.BudgetUSD == nil {
+			return s, nil // claude keeps running: its egress proxy applies the change
+		}
+	}
+	if req.BudgetUSD != nil {
+		if s.Limits.BudgetUSD, err = budgetUSD(0, *req.BudgetUSD); err != nil {
+			return s, err
+		}
+		r.usage.Set(s.ID, s.Limits, -1) // at once, keeping what was spent
+		if req.Model == nil && req.Effort == nil && req.TokenBudget == nil {
+			return s, r.save(&s) // no need to restart claude for a budget
+		}
 	}
 	if req.TokenBudget != nil {
 		if *req.TokenBudget < 0 {
@@ -1289,7 +1325,7 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 		return
 	}
 	// Running: re-adopt.
-	if err := r.setPolicy(s); err != nil {
+	if _, err := r.setPolicy(s); err != nil {
 		r.fail(s, "egress policy: "+err.Error())
 		return
 	}

@@ -120,7 +120,15 @@ type Session struct {
 	// EgressAllow and EgressDeny are the session's rules (allowlist posture).
 	EgressAllow []string `json:"egress_allow,omitempty"`
 	EgressDeny  []string `json:"egress_deny,omitempty"`
-	Workspace   string   `json:"workspace,omitempty"`
+	// EgressAsk holds a connection no rule decides for a person's answer
+	// (allowlist posture).
+	EgressAsk bool `json:"egress_ask,omitempty"`
+	// EgressPolicies are the named policies of the Runner's config
+	// attached to the session (their rules are read from the config).
+	EgressPolicies []string `json:"egress_policies,omitempty"`
+	// EgressApproved are rules people approved while it ran.
+	EgressApproved []Approval `json:"egress_approved,omitempty"`
+	Workspace      string     `json:"workspace,omitempty"`
 	// UnsafeHostCode: the owner asked for the workspace's host code to be
 	// writable in the box.
 	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
@@ -337,4 +345,42 @@ var Need = map[Op]Role{
 	OpView: RoleObserver, OpObserve: RoleObserver, OpDrive: RoleDriver,
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
 	OpShare: RoleOwner,
+}
+
+// Approval is an egress rule a person approved for a session: until a
+// time (zero: for the session's life), by whom.
+type Approval struct {
+	Rule  string    `json:"rule"`
+	Until time.Time `json:"until,omitzero"`
+	By    string    `json:"by"`
+	At    time.Time `json:"at"`
+}
+
+// EgressSummary is the session's egress in one line: its posture and,
+// for an allowlist, its rules, policies, ask mode and approvals; then its
+// deny rules.
+func (s Session) EgressSummary() string {
+	parts := []string{s.Egress}
+	if s.Egress == EgressAllowlist {
+		if len(s.EgressAllow) > 0 {
+			parts = append(parts, "allow "+strings.Join(s.EgressAllow, ", "))
+		}
+		for _, p := range s.EgressPolicies {
+			parts = append(parts, "policy "+p)
+		}
+		if s.EgressAsk {
+			parts = append(parts, "ask")
+		}
+		for _, a := range s.EgressApproved {
+			t := "approved " + a.Rule + " by " + a.By
+			if !a.Until.IsZero() {
+				t += " until " + a.Until.UTC().Format("15:04Z")
+			}
+			parts = append(parts, t)
+		}
+	}
+	if len(s.EgressDeny) > 0 {
+		parts = append(parts, "deny "+strings.Join(s.EgressDeny, ", "))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -9,7 +9,8 @@
 //	  proxy.sock        the credential proxy on the host (0600), unless configured otherwise
 //	  paddock.db        the embedded store (internal/store)
 //	  credential.json   the owner's credential when stored as a file (0600)
-//	  logs/<id>.jsonl   per-session proxy decision log (internal/decisionlog)
+//	  logs/<id>.jsonl   per-session proxy decision log (internal/decisionlog),
+//	                    with its rotated parts <id>.jsonl.<n> and <id>.carry.json
 package statedir
 
 import (

@@ -161,6 +161,18 @@ func (s *Server) Handler() http.Handler {
 		return es, err
 	})))
 	mux.Handle("GET /api/sessions/{ref}/terminal", s.auth(http.HandlerFunc(s.terminal)))
+	if es, ok := s.b.(api.EgressSteering); ok {
+		// Ask mode: the connections waiting for approval, and the answer.
+		mux.Handle("GET /api/egress/pending", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return es.EgressPending(r.Context()) })))
+		mux.Handle("POST /api/sessions/{ref}/egress/approve", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
+			var req api.ApproveRequest
+			if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 4<<10)).Decode(&req); err != nil {
+				return nil, fmt.Errorf("request body: %v: %w", err, errdefs.ErrInvalid)
+			}
+			return es.ApproveEgress(r.Context(), r.PathValue("ref"), req)
+		})))
+	}
+	s.usageRoutes(mux) // usage.go
 	if l, ok := s.b.(api.Loginer); ok {
 		// paddock's own login: its state for everyone (it says why sessions
 		// may fail), logging in for admins (the Guard decides).

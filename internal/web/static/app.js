@@ -61,6 +61,7 @@ $("#create").onsubmit = async (ev) => {
   ev.preventDefault();
   const f = new FormData(ev.target); const req = {};
   for (const [k, v] of f.entries()) if (v) req[k] = v;
+  if (req.egress === "ask") { req.egress = "allowlist"; req.ask = true; } // each name waits for approval
   $("#createError").textContent = "creating…";
   try { await call("POST", "/api/sessions", req); $("#createError").textContent = ""; ev.target.reset(); }
   catch (e) { $("#createError").textContent = e.message; }
@@ -119,6 +120,38 @@ function route() {
 window.onhashchange = route;
 $("#allUsers").onchange = () => showList().catch((e) => alert(e.message));
 route();
+
+// Connections waiting for approval (ask mode), live on every view: each
+// row approves for the session's life or refuses this once. The Runner
+// decides who may (operators and up).
+async function showPending() {
+  const ps = await call("GET", "/api/egress/pending");
+  const tb = $("#pending tbody"); tb.textContent = "";
+  $("#pending").hidden = ps.length === 0;
+  const now = Date.now();
+  for (const p of ps) {
+    const hp = p.host + ":" + p.port;
+    const tr = document.createElement("tr"); tr.dataset.session = p.name; tr.dataset.host = hp;
+    cell(tr, p.name); cell(tr, hp);
+    cell(tr, Math.round((now - new Date(p.since)) / 1000) + "s");
+    cell(tr, Math.max(0, Math.round((new Date(p.deadline) - now) / 1000)) + "s");
+    const act = cell(tr, "");
+    const btn = (label, body) => {
+      const b = document.createElement("button"); b.textContent = label; b.className = label;
+      b.onclick = async () => {
+        try { await call("POST", "/api/sessions/" + encodeURIComponent(p.session) + "/egress/approve", body); $("#pendingError").textContent = ""; }
+        catch (e) { $("#pendingError").textContent = e.message; }
+        showPending().catch(() => {});
+      };
+      act.appendChild(b);
+    };
+    btn("approve", { rule: hp, scope: "session" });
+    btn("deny", { rule: hp, deny: true });
+    tb.appendChild(tr);
+  }
+}
+showPending().catch(() => {});
+setInterval(() => showPending().catch(() => {}), 1000);
 
 // The list stays live: activity changes every turn.
 setInterval(() => { if (!$("#list").hidden) showList().catch(() => {}); }, 2000);

@@ -1,0 +1,21 @@
+package usage
+
+import (
+	"testing"
+	"time"
+)
+
+// FuzzParseSince: any --since value gives a time not after now, or an
+// error; never a panic.
+func FuzzParseSince(f *testing.F) {
+	for _, s := range []string{"24h", "7d", "2w", "90m", "2026-11-30", "2026-11-30T08:00:00Z", "", "-1d", "99999999999d", "1.5d", "d", "w"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseSince(s, now)
+		if err == nil && got.After(now) {
+			t.Fatalf("ParseSince(%q) = %v, after now", s, got)
+		}
+	})
+}
