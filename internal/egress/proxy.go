@@ -258,6 +258,23 @@ func (p *Proxy) release(session string) {
 	}
 }
 
+// Unreachable reports why a name could never be reached, whatever is
+// allowed: it resolves, and only to addresses a box may never reach
+// (loopback, private, metadata, …). A name that does not resolve (yet) is
+// not reported: it may later.
+func (p *Proxy) Unreachable(ctx context.Context, host string, port int) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addrs, err := p.o.Resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return "", false
+	}
+	if _, why := p.resolve(ctx, host, port); why != "" {
+		return why, true
+	}
+	return "", false
+}
+
 // resolve looks the name up and picks the first address that may be
 // dialed. Every address it refuses is named in the reason when none is left.
 func (p *Proxy) resolve(ctx context.Context, host string, port int) (netip.AddrPort, string) {

@@ -201,6 +201,11 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 		r.egressChanged(s, by, fmt.Sprintf("denied %s (%s); %d waiting connection(s) refused", rule, cmpOr(req.Scope, "once"), res.Answered), 0)
 		return res, nil
 	}
+	if !strings.HasPrefix(rule.Host, "*.") {
+		if why, never := r.egress.Unreachable(ctx, rule.Host, rule.Port); never {
+			return res, fmt.Errorf("approving %s would let nothing through: %s; address classes stay forbidden whatever is approved: %w", rule, why, errdefs.ErrInvalid)
+		}
+	}
 	a := session.Approval{Rule: rule.String(), By: by, At: now}
 	switch req.Scope {
 	case "", "session":

@@ -132,7 +132,8 @@ func TestSteerEgress(t *testing.T) {
 		t.Fatalf("a private address: %s", out)
 	}
 	// Forbidden approvals, with the reason.
-	for rule, want := range map[string]string{"10.1.2.3": "address", "*.com": "public suffix", "*.co.uk": "public suffix", "*": "wildcard"} {
+	for rule, want := range map[string]string{"10.1.2.3": "address", "*.com": "public suffix", "*.co.uk": "public suffix", "*": "wildcard",
+		"inside.example.com": "private"} {
 		if _, err := r.ApproveEgress(ctx, "steer", api.ApproveRequest{Rule: rule}); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("approve %q: %v", rule, err)
 		}
