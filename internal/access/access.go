@@ -34,6 +34,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/people"
+	"github.com/paddockhq/paddock/internal/portable"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 )
@@ -111,6 +112,7 @@ var opWords = map[session.Op]string{
 	session.OpView: "seeing it", session.OpObserve: "watching its terminal", session.OpDrive: "typing into its terminal",
 	session.OpSleep: "sleeping it", session.OpWake: "waking it", session.OpSet: "changing its settings",
 	session.OpExec: "running commands in it", session.OpRemove: "removing it", session.OpShare: "sharing it",
+	session.OpExport: "exporting it (its conversation comes along)",
 }
 
 // resolve finds ref for p and checks p may do op on it.
@@ -252,6 +254,9 @@ func (g *Guard) CreateSession(ctx context.Context, req api.CreateRequest) (sessi
 		if ws != "" {
 			e.Detail += " workspace=" + ws
 		}
+		if req.Resume != nil && portable.CheckConversationID(req.Resume.ID) == nil { // a host conversation (run --resume-host)
+			e.Detail += " resume-host=" + req.Resume.ID
+		}
 	})
 	if err != nil {
 		return s, err
@@ -302,6 +307,16 @@ func (g *Guard) AllSessions(ctx context.Context) ([]session.Session, error) {
 func (g *Guard) Session(ctx context.Context, ref string) (session.Session, error) {
 	_, s, err := g.resolve(ctx, ref, session.OpView)
 	return s, err
+}
+
+// Freeze freezes a session (operators and up, as sleep), if the Runner
+// has the freeze tier.
+func (g *Guard) Freeze(ctx context.Context, ref string) (session.Session, error) {
+	fz, ok := g.inner.(api.Freezer)
+	if !ok {
+		return session.Session{}, fmt.Errorf("this Runner has no freeze tier: %w", errdefs.ErrUnavailable)
+	}
+	return g.act(ctx, ref, session.OpSleep, audit.ActionFreeze, nil, func(id string) (session.Session, error) { return fz.Freeze(ctx, id) })
 }
 
 // Sleep needs operator.

@@ -9,6 +9,7 @@
 //	GET /v1/credential             credential.Status of the credential in use
 //	GET /v1/sessions/{id}/logs?n=N the session's proxy decisions, oldest first
 //	GET /v1/sessions/{ref}/ledger  the session's ledger, joined (ledger.go)
+//	GET /v1/sessions/{ref}/export  a session file; POST /v1/sessions/import (portable.go)
 //	GET /v1/sessions/{ref}/wait    long poll for claude's activity (wait.go)
 //	GET /v1/usage                  tokens and estimated cost (usage.go)
 //	POST /v1/web/login             a one-time login URL of the web page (web.go)
@@ -147,6 +148,7 @@ func Handler(b Backend) http.Handler {
 	waitRoute(mux, b)
 	usageRoute(mux, b)
 	ledgerRoute(mux, b)
+	portableRoutes(mux, b)
 	webRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

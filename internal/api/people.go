@@ -281,21 +281,11 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery, fn func(audit.Entry) e
 	if q.Follow {
 		v.Set("follow", "1")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://paddock/v1/audit?"+v.Encode(), nil)
+	resp, err := c.getOK(ctx, "/v1/audit?"+v.Encode())
 	if err != nil {
 		return err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return c.dialError(err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return responseError(resp)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -311,4 +301,26 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery, fn func(audit.Entry) e
 		return ctx.Err()
 	}
 	return sc.Err()
+}
+
+// getOK sends a GET for path and returns the answer when it is a 200 (the
+// caller closes its body); any other answer is its error, and a Runner
+// that does not answer is explained.
+func (c *Client) getOK(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://paddock"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, c.dialError(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return resp, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/firstprompt"
 	"github.com/paddockhq/paddock/internal/gitident"
+	"github.com/paddockhq/paddock/internal/portable"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/session"
 )
@@ -78,6 +79,10 @@ type CreateRequest struct {
 	ClaudeSetup *claudesetup.Bundle `json:"claude_setup,omitempty"`
 	GitIdentity *gitident.Identity  `json:"git_identity,omitempty"`
 	Prompt      firstprompt.Text    `json:"prompt,omitempty"`
+	// Resume is a conversation Claude Code kept on the creator's host,
+	// read by paddock run --resume-host as them: the session's claude
+	// resumes it (docs/PORTABLE.md). The Runner checks it as any input.
+	Resume *portable.Conversation `json:"resume,omitempty"`
 }
 
 // SecretString carries a secret in a request body; it prints redacted
@@ -224,6 +229,9 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 	})
 	one("GET /v1/sessions/{ref}", func(r *http.Request) (any, error) { return b.Session(r.Context(), r.PathValue("ref")) })
 	one("POST /v1/sessions/{ref}/sleep", func(r *http.Request) (any, error) { return b.Sleep(r.Context(), r.PathValue("ref")) })
+	if fz, ok := b.(Freezer); ok {
+		one("POST /v1/sessions/{ref}/freeze", func(r *http.Request) (any, error) { return fz.Freeze(r.Context(), r.PathValue("ref")) })
+	}
 	one("POST /v1/sessions/{ref}/wake", func(r *http.Request) (any, error) { return b.Wake(r.Context(), r.PathValue("ref")) })
 	one("DELETE /v1/sessions/{ref}", func(r *http.Request) (any, error) {
 		return b.RemoveSession(r.Context(), r.PathValue("ref"), r.URL.Query().Get("keep_volume") == "1")
@@ -241,8 +249,9 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 }
 
 // MaxCreateBody bounds a create request: a Claude setup of
-// claudesetup.MaxBytes, in base64, and the rest.
-const MaxCreateBody = claudesetup.MaxBytes*4/3 + 4<<20
+// claudesetup.MaxBytes and a conversation of portable.MaxConversation, in
+// base64, and the rest.
+const MaxCreateBody = claudesetup.MaxBytes*4/3 + portable.MaxConversation*4/3 + 4<<20
 
 // decode reads a JSON body of at most 1 MiB strictly.
 func decode(r *http.Request, v any) error { return decodeLimit(r, v, 1<<20) }
@@ -456,6 +465,18 @@ func (c *Client) Sessions(ctx context.Context) ([]session.Session, error) {
 func (c *Client) Session(ctx context.Context, ref string) (session.Session, error) {
 	var s session.Session
 	return s, c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(ref), nil, &s)
+}
+
+// Freezer is the optional Backend feature behind POST
+// /v1/sessions/{ref}/freeze (paddock sleep --freeze).
+type Freezer interface {
+	Freeze(ctx context.Context, ref string) (session.Session, error)
+}
+
+// Freeze calls POST /v1/sessions/{ref}/freeze.
+func (c *Client) Freeze(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/freeze", nil, &s)
 }
 
 // Sleep calls POST /v1/sessions/{ref}/sleep.

@@ -74,12 +74,17 @@ const (
 	ActionEgressApprove    = "egress-approve"
 	ActionEgressDeny       = "egress-deny"
 	ActionSleep            = "sleep"
+	ActionFreeze           = "freeze"
 	ActionWake             = "wake"
 	ActionRemove           = "rm"
 	ActionCredentialSet    = "credential-set"
 	ActionCredentialRemove = "credential-rm"
 	ActionWebLogin         = "web-login"
 	ActionPrune            = "prune"
+	// A session written out to a file, and one made from such a file
+	// (paddock session export, import); Detail says what moved.
+	ActionExport = "export"
+	ActionImport = "import"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

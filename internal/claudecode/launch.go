@@ -170,9 +170,17 @@ func Args(o LaunchOptions) []string {
 	return a
 }
 
-// TranscriptPath is where Claude Code keeps a conversation: the project
-// directory is the cwd with every non-alphanumeric character replaced by '-'.
+// TranscriptPath is where Claude Code keeps a conversation: under
+// projects/, in the project directory of the cwd (ProjectDirName).
 func TranscriptPath(home, cwd, sessionID string) string {
+	return path.Join(home, ConfigDirName, "projects", ProjectDirName(cwd), sessionID+".jsonl")
+}
+
+// ProjectDirName is the name of the directory under projects/ where
+// Claude Code keeps the conversations had in cwd: cwd with every
+// non-alphanumeric character replaced by '-' ("/workspace" is
+// "-workspace").
+func ProjectDirName(cwd string) string {
 	var b strings.Builder
 	for _, r := range cwd {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
@@ -181,5 +189,5 @@ func TranscriptPath(home, cwd, sessionID string) string {
 			b.WriteByte('-')
 		}
 	}
-	return path.Join(home, ConfigDirName, "projects", b.String(), sessionID+".jsonl")
+	return b.String()
 }

@@ -133,6 +133,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		logsCmd(g, o),
 		usageCmd(g, o),
 		ledgerCmd(g, o),
+		sessionCmd(g, o),
 		versionCmd(o),
 		guestCmd(o),
 		devCmd(o),

@@ -50,8 +50,9 @@ running. Then: paddock ls, attach, exec, sleep, wake, rm.
 Your Claude Code setup (CLAUDE.md, settings, agents, commands, skills, output styles, plugins,
 user-scope MCP servers; never credentials or transcripts) and git identity come along, read as
 you (under sudo: SUDO_USER); what is dropped is named on stderr. --prompt gives claude a task
-to start with.`,
-		Args: cobra.NoArgs,
+to start with. --resume-host [ID] continues a conversation you had with Claude Code on this
+host, in the workspace (the latest, or the one named): its transcript comes into the box.`,
+		Args: setup.args, // none, but --resume-host's ID (runsetup.go)
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := parseDetachKeys(detachKeys); err != nil {
 				return usageError{err} // before anything is made
@@ -234,7 +235,7 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 			now := time.Now()
 			for _, s := range shown {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
-					s.Observed, activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
+					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
 			}
 			return tw.Flush()
 		},
@@ -285,10 +286,39 @@ func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *c
 }
 
 func sleepCmd(g *globals, o IO) *cobra.Command {
-	return simple(g, o, "sleep", "Stop a session's box; its token is revoked, the volume keeps the conversation",
-		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
-			return c.Sleep(cmd.Context(), ref)
-		}, "is asleep")
+	var freeze bool
+	cmd := &cobra.Command{
+		Use:   "sleep NAME...",
+		Short: "Stop a session's box; its token is revoked, the volume keeps the conversation (--freeze: keep its memory, wake in an instant)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, ref := range args {
+				if !freeze {
+					s, err := c.Sleep(cmd.Context(), ref)
+					if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					fmt.Fprintf(o.Stdout, "%s is asleep\n", s.Name)
+					continue
+				}
+				s, err := c.Freeze(cmd.Context(), ref)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(o.Stdout, "%s is frozen: paddock wake %s (or attach) thaws it where it was\n", s.Name, s.Name)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&freeze, "freeze", false, "freeze instead: the box and its processes' memory are kept, the processes stopped and the token suspended")
+	return cmd
 }
 
 func wakeCmd(g *globals, o IO) *cobra.Command {
@@ -631,4 +661,12 @@ func copyStdin(es *api.ExecStream, in io.Reader, detach []byte, readOnly bool, d
 			return
 		}
 	}
+}
+
+// stateText is the STATE column: frozen is a running session whose box is frozen.
+func stateText(s session.Session) string {
+	if s.Frozen && s.Observed == session.Running {
+		return "frozen"
+	}
+	return string(s.Observed)
 }

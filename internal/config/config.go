@@ -193,6 +193,11 @@ type Sessions struct {
 	// BudgetUSD is each session's budget in US dollars (0: none), priced
 	// with [prices]; paddock run --budget-usd overrides it.
 	BudgetUSD float64 `toml:"budget_usd"`
+	// FreezeAfter freezes a session that has waited for a person this
+	// long (0: never); SleepAfter fully sleeps it (0: never). A frozen
+	// session's attach or wake thaws it.
+	FreezeAfter Duration `toml:"freeze_after"`
+	SleepAfter  Duration `toml:"sleep_after"`
 }
 
 // Claude locates the pinned Claude Code CLI.
@@ -599,6 +604,11 @@ func (c Config) Validate() error {
 	}
 	if d := c.Egress.AskTimeout.D(); d < time.Second || d > time.Hour {
 		return &Error{Key: "egress.ask_timeout", Msg: fmt.Sprintf("%v is outside 1s..1h", d)}
+	}
+	for k, d := range map[string]time.Duration{"sessions.freeze_after": c.Sessions.FreezeAfter.D(), "sessions.sleep_after": c.Sessions.SleepAfter.D()} {
+		if d != 0 && (d < 10*time.Second || d > 30*24*time.Hour) {
+			return &Error{Key: k, Msg: fmt.Sprintf("%v is outside 10s..720h (or 0: never)", d)}
+		}
 	}
 	if c.Egress.MaxPending < 1 || c.Egress.MaxPending > 1000 {
 		return &Error{Key: "egress.max_pending", Msg: fmt.Sprintf("%d is outside 1..1000", c.Egress.MaxPending)}

@@ -284,6 +284,20 @@ func (d *Dir) Remove(session string) error {
 	return errors.Join(err, d.removeRotated(session))
 }
 
+// Release closes a session's open file and forgets its state, keeping
+// its files (a removed session's log stays readable); a later Record
+// opens it again. The Runner calls it when a session goes, so that a
+// long-lived Runner holds descriptors only for sessions that exist.
+func (d *Dir) Release(session string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.files[session]; f != nil {
+		f.Close()
+		delete(d.files, session)
+	}
+	delete(d.state, session)
+}
+
 // Close stops the sweeper and closes every open file.
 func (d *Dir) Close() error {
 	d.stopSweeper()

@@ -99,6 +99,7 @@ type Runner struct {
 	ca          *tlsterm.CA // terminates TLS for DirectHost (anthropic.direct)
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
+	frozen      frozenEnvs                // claude's environment of each frozen session
 	policies    map[string]*egress.Policy // by session id; none means offline
 
 	sess sessionsState
@@ -465,7 +466,8 @@ func (r *Runner) Serve(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go r.guard.Watch(wctx, time.Second)
-	r.runLogins(wctx) // paddock's own logins, refreshed ahead of expiry
+	go r.autoSleep(wctx) // sessions.freeze_after, sessions.sleep_after
+	r.runLogins(wctx)    // paddock's own logins, refreshed ahead of expiry
 	proxySrv := credproxy.NewServer(r.proxy, r.opts.Config.Proxy.ReadHeaderTimeout.D())
 	// The same proxy, for connections that arrive over boxes' channels;
 	// each carries its session in its context.

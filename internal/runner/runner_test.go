@@ -59,7 +59,7 @@ func startRunner(t *testing.T, env []string, fakeCreds []string, listen string) 
 }
 
 // serve runs r, listening first, until the test ends.
-func serve(t *testing.T, r *Runner) {
+func serve(t testing.TB, r *Runner) {
 	t.Helper()
 	if err := r.Listen(); err != nil {
 		t.Fatal(err)

@@ -232,6 +232,9 @@ func (r *Runner) limits() sandbox.Limits {
 // CreateSession checks the request, records the session, makes its box
 // and, unless NoStart, starts claude in it.
 func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (session.Session, error) {
+	if req.Resume != nil { // a host conversation to resume (portable.go)
+		return r.createResumed(ctx, req)
+	}
 	if req.Name == "" {
 		req.Name = session.NewName()
 	}
@@ -903,6 +906,8 @@ func (r *Runner) detach(id string) error {
 	if err := r.tokens.Revoke(id); err != nil {
 		return err
 	}
+	r.tokens.Resume(id) // a frozen session's suspension ends with its token
+	r.frozen.take(id)
 	r.dropPolicy(id)
 	r.setLive(id, nil)
 	return nil
@@ -931,6 +936,11 @@ func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (
 // Sleep revokes the session's token and stops its box; the volume keeps
 // the conversation.
 func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
+	return r.sleepWithReason(ctx, ref, "")
+}
+
+// sleepWithReason is Sleep, recording why (the automatic policy's).
+func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (session.Session, error) {
 	s, be, unlock, err := r.lockAndDetach(ctx, ref, session.OpSleep)
 	if err != nil {
 		return s, err
@@ -941,8 +951,10 @@ func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error)
 			return s, err
 		}
 	}
-	s.Desired, s.Observed, s.Reason = session.Asleep, session.Asleep, ""
-	r.log.Info("session asleep", logkey.Session, s.ID)
+	s.Desired, s.Observed, s.Reason = session.Asleep, session.Asleep, reason
+	s.Frozen, s.FrozenAt = false, time.Time{}
+	r.decisions.Release(s.ID) // an asleep session holds no descriptor either
+	r.log.Info("session asleep", logkey.Session, s.ID, logkey.Reason, cmpOr(reason, "asked"))
 	return s, r.save(&s)
 }
 
@@ -962,6 +974,13 @@ func (r *Runner) reload(id string) (session.Session, error) {
 // Wake starts an asleep (or failed, or never started) session: a new
 // token, and claude --resume.
 func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) {
+	if cur, err := r.Session(ctx, ref); err == nil && cur.Frozen {
+		// The freeze tier: the same processes, where they were.
+		if err := r.thawIfFrozen(ctx, cur.ID); err != nil {
+			return cur, err
+		}
+		return r.Session(ctx, cur.ID)
+	}
 	if s, ok, err := r.wakeExited(ctx, ref); ok { // claude exited in a running box (activity.go)
 		return s, err
 	}
@@ -1027,6 +1046,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		}
 	}
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
+	r.decisions.Release(s.ID) // its log stays readable; its descriptor goes
 	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
 	return s, r.save(&s)
 }
@@ -1108,6 +1128,11 @@ func (r *Runner) Set(ctx context.Context, ref string, req api.SetRequest) (sessi
 		}
 	}
 	if s.Observed == session.Running {
+		if s.Frozen { // a new claude needs its box thawed
+			if err := r.thaw(ctx, &s); err != nil {
+				return s, err
+			}
+		}
 		lv := r.getLive(s.ID)
 		if lv == nil {
 			return s, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
@@ -1179,6 +1204,9 @@ func (r *Runner) Exec(ctx context.Context, ref string, o channel.ExecOptions) (*
 	if err := session.Check(session.OpExec, s.Name, s.Observed); err != nil {
 		return nil, err
 	}
+	if err := r.thawIfFrozen(ctx, s.ID); err != nil {
+		return nil, err
+	}
 	lv := r.getLive(s.ID)
 	if lv == nil {
 		return nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
@@ -1209,6 +1237,9 @@ func (r *Runner) Attach(ctx context.Context, ref string, req api.AttachRequest) 
 	}
 	if role != mirror.Driver && role != mirror.Observer {
 		return nil, fmt.Errorf("role %q is not driver or observer: %w", req.Role, errdefs.ErrInvalid)
+	}
+	if err := r.thawIfFrozen(ctx, s.ID); err != nil { // a frozen session's attach thaws it
+		return nil, err
 	}
 	lv := r.getLive(s.ID)
 	if lv == nil {
@@ -1320,8 +1351,16 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 		}
 		if s.Observed == session.Running {
 			s.Observed, s.Reason = session.Asleep, "its box stopped while the Runner was down; paddock wake resumes it"
+			s.Frozen, s.FrozenAt = false, time.Time{}
 			_ = r.save(s)
 		}
+		return
+	}
+	if s.Frozen {
+		// Still frozen: its token stays suspended, its channel closed,
+		// until a wake or an attach thaws it.
+		r.tokens.Suspend(s.ID)
+		r.log.Info("session still frozen", logkey.Session, s.ID)
 		return
 	}
 	// Running: re-adopt.

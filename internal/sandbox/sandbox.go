@@ -219,6 +219,15 @@ type Backend interface {
 	RemoveObject(ctx context.Context, o Object) error
 }
 
+// Freezer is a backend that can freeze a running box: its processes stop
+// at once and keep their memory (cgroup freezer, docker pause), and thaw
+// where they were. A frozen box still reads as running. A backend that is
+// not one offers no freeze tier.
+type Freezer interface {
+	Freeze(ctx context.Context, id string) error
+	Thaw(ctx context.Context, id string) error
+}
+
 var validSession = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // ValidSession checks a session id: lowercase letters, digits and '-', up

@@ -50,6 +50,9 @@ const (
 	OpObserve Op = "observe"
 	OpDrive   Op = "drive"
 	OpShare   Op = "share"
+	// OpExport writes the session out (paddock session export): its
+	// conversation comes along, so it needs an operator.
+	OpExport Op = "export"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -62,6 +65,7 @@ var allowed = map[Op][]State{
 	OpAttach: {Running},
 	OpExec:   {Running},
 	OpShare:  {Created, Running, Asleep, Failed},
+	OpExport: {Created, Running, Asleep, Failed},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -157,6 +161,12 @@ type Session struct {
 
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
+
+	// Frozen: the box and its processes' memory are kept, the processes
+	// stopped (paddock sleep --freeze, or sessions.freeze_after); the
+	// session token is suspended. Observed stays running.
+	Frozen   bool      `json:"frozen,omitempty"`
+	FrozenAt time.Time `json:"frozen_at,omitzero"`
 
 	// Activity is what claude does now (working, waiting, exited), beside
 	// the lifecycle state; kept current by the Runner while the session runs.
@@ -344,7 +354,7 @@ func (s *Session) RoleOf(uid uint32) Role {
 var Need = map[Op]Role{
 	OpView: RoleObserver, OpObserve: RoleObserver, OpDrive: RoleDriver,
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
-	OpShare: RoleOwner,
+	OpShare: RoleOwner, OpExport: RoleOperator,
 }
 
 // Approval is an egress rule a person approved for a session: until a

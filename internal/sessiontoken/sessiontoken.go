@@ -35,11 +35,12 @@ type Registry struct {
 	mu        sync.RWMutex
 	byHash    map[secret.Hash]Record
 	bySession map[string]secret.Hash
+	suspended map[string]bool // by session: refused as if revoked, until Resume
 }
 
 // New loads the live tokens from st.
 func New(st store.Store) (*Registry, error) {
-	r := &Registry{st: st, byHash: map[secret.Hash]Record{}, bySession: map[string]secret.Hash{}}
+	r := &Registry{st: st, byHash: map[secret.Hash]Record{}, bySession: map[string]secret.Hash{}, suspended: map[string]bool{}}
 	kvs, err := st.List(store.BucketTokens)
 	if err != nil {
 		return nil, fmt.Errorf("load session tokens: %w", err)
@@ -125,6 +126,9 @@ func (r *Registry) Lookup(tok secret.Value) (Record, bool) {
 	h := secret.HashOf(tok)
 	r.mu.RLock()
 	rec, ok := r.byHash[h]
+	if ok && r.suspended[rec.Session] {
+		rec, ok = Record{}, false // exactly as a revoked token
+	}
 	r.mu.RUnlock()
 	// The map lookup is on a hash of the token, which an attacker cannot
 	// steer byte by byte, so its timing says nothing about live tokens.
@@ -137,4 +141,22 @@ func (r *Registry) Live(session string) bool {
 	defer r.mu.RUnlock()
 	_, ok := r.bySession[session]
 	return ok
+}
+
+// Suspend makes the session's token refused exactly as a revoked one,
+// while it stays issued (a frozen session's: its box keeps it in memory),
+// until Resume. It holds in memory only: the Runner suspends again at
+// start what it knows to be frozen. Suspending a session without a token
+// holds for the next one issued.
+func (r *Registry) Suspend(session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.suspended[session] = true
+}
+
+// Resume ends a suspension.
+func (r *Registry) Resume(session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.suspended, session)
 }

@@ -88,3 +88,29 @@ func TestSurvivesRestart(t *testing.T) {
 		t.Fatal("damaged entry kept")
 	}
 }
+
+// TestSuspendResume: a suspended token is refused exactly as a revoked one
+// (Lookup finds nothing), another session's is untouched, and Resume
+// brings the same token back.
+func TestSuspendResume(t *testing.T) {
+	r, err := New(store.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, _ := r.Issue("s1", credential.KindOAuth)
+	t2, _ := r.Issue("s2", credential.KindOAuth)
+	r.Suspend("s1")
+	if rec, ok := r.Lookup(t1); ok || rec != (Record{}) {
+		t.Fatalf("a suspended token: %+v %v", rec, ok)
+	}
+	if _, ok := r.Lookup(t2); !ok {
+		t.Fatal("another session's token suspended too")
+	}
+	if !r.Live("s1") {
+		t.Fatal("a suspended token is still issued")
+	}
+	r.Resume("s1")
+	if rec, ok := r.Lookup(t1); !ok || rec.Session != "s1" {
+		t.Fatalf("after Resume: %+v %v", rec, ok)
+	}
+}

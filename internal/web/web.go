@@ -149,6 +149,9 @@ func (s *Server) Handler() http.Handler {
 		return s.b.CreateSession(r.Context(), req)
 	})))
 	mux.Handle("POST /api/sessions/{ref}/sleep", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return s.b.Sleep(r.Context(), r.PathValue("ref")) })))
+	if fz, ok := s.b.(api.Freezer); ok {
+		mux.Handle("POST /api/sessions/{ref}/freeze", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return fz.Freeze(r.Context(), r.PathValue("ref")) })))
+	}
 	mux.Handle("POST /api/sessions/{ref}/wake", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return s.b.Wake(r.Context(), r.PathValue("ref")) })))
 	mux.Handle("DELETE /api/sessions/{ref}", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
 		return s.b.RemoveSession(r.Context(), r.PathValue("ref"), false)

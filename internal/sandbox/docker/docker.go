@@ -599,6 +599,9 @@ func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) er
 	if o.Timeout > 0 {
 		secs = int((o.Timeout + time.Second - 1) / time.Second)
 	}
+	// A paused (frozen) box ends like any other: its guest must see
+	// SIGTERM. Unpausing a box that is not paused is refused; nothing else.
+	_, _ = b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
 	if _, err := b.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil {
 		return mapErr("stop box", err)
 	}
@@ -733,4 +736,17 @@ func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 		return mapErr("remove network", err)
 	}
 	return fmt.Errorf("object kind %q: %w", o.Kind, pdkerr.ErrInvalid)
+}
+
+// Freeze implements sandbox.Freezer: docker pause (the cgroup freezer,
+// through the daemon).
+func (b *Backend) Freeze(ctx context.Context, id string) error {
+	_, err := b.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	return mapErr("pause box "+id, err)
+}
+
+// Thaw implements sandbox.Freezer: docker unpause.
+func (b *Backend) Thaw(ctx context.Context, id string) error {
+	_, err := b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	return mapErr("unpause box "+id, err)
 }

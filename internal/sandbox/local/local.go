@@ -770,6 +770,9 @@ func (b *Backend) stop(r *record, o sandbox.StopOptions) error {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+	if r.Cgroup != nil && r.Cgroup.Frozen() {
+		_ = r.Cgroup.Freeze(false) // a frozen box ends like any other: its guest must see SIGTERM
+	}
 	if r.PID != 0 && alive(r.PID, r.PIDStart) {
 		_ = syscall.Kill(r.PID, syscall.SIGTERM) // the guest ends its processes
 		deadline := time.Now().Add(o.Timeout)
@@ -795,6 +798,31 @@ func (b *Backend) stop(r *record, o sandbox.StopOptions) error {
 		return err
 	}
 	return b.save(r)
+}
+
+// Freeze implements sandbox.Freezer with the box's cgroup v2 freezer.
+func (b *Backend) Freeze(ctx context.Context, id string) error { return b.freeze(id, true) }
+
+// Thaw implements sandbox.Freezer.
+func (b *Backend) Thaw(ctx context.Context, id string) error { return b.freeze(id, false) }
+
+func (b *Backend) freeze(id string, on bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, err := b.load(id)
+	if err != nil {
+		return err
+	}
+	if r.PID == 0 || !alive(r.PID, r.PIDStart) || r.Cgroup == nil {
+		return fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
+	}
+	if err := r.Cgroup.Freeze(on); err != nil {
+		if errors.Is(err, cgroup.ErrNoFreezer) {
+			return fmt.Errorf("box %s: %v; paddock sleep (without --freeze) stops it instead: %w", id, err, errdefs.ErrUnavailable)
+		}
+		return fmt.Errorf("box %s: %w", id, err)
+	}
+	return nil
 }
 
 // Remove implements sandbox.Backend.

@@ -43,14 +43,16 @@ async function showList() {
     const a = document.createElement("a"); a.href = "#/s/" + encodeURIComponent(s.name); a.textContent = s.name;
     cell(tr, "").appendChild(a);
     cell(tr, (s.owner && s.owner.name) || "-").className = "owner"; cell(tr, s.your_role || "-").className = "role";
-    cell(tr, s.observed); cell(tr, activityText(s)).className = "activity"; cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
+    cell(tr, s.frozen ? "frozen" : s.observed); cell(tr, activityText(s)).className = "activity"; cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
     cell(tr, new Date(s.created).toLocaleString()); cell(tr, String(s.tokens_used));
     const act = cell(tr, "");
     const btn = (label, f) => { const b = document.createElement("button"); b.textContent = label; b.onclick = async () => { try { await f(); } catch (e) { alert(e.message); } showList(); }; act.appendChild(b); };
     btn("watch", async () => { location.hash = "#/s/" + encodeURIComponent(s.name) + "/observer"; });
     if (atLeast(s.your_role, "operator")) {
-      if (s.observed === "running") btn("sleep", () => call("POST", "/api/sessions/" + s.id + "/sleep"));
-      else btn("wake", () => call("POST", "/api/sessions/" + s.id + "/wake"));
+      if (s.observed === "running" && !s.frozen) {
+        btn("freeze", () => call("POST", "/api/sessions/" + s.id + "/freeze"));
+        btn("sleep", () => call("POST", "/api/sessions/" + s.id + "/sleep"));
+      } else btn("wake", () => call("POST", "/api/sessions/" + s.id + "/wake"));
       btn("remove", () => confirm("Remove " + s.name + " and its volume?") ? call("DELETE", "/api/sessions/" + s.id) : null);
     }
     tb.appendChild(tr);

@@ -1,0 +1,426 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/channel"
+	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/decisionlog"
+	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/portable"
+	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
+	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/version"
+)
+
+// Portable sessions (docs/PORTABLE.md): export writes a session out as a
+// session file (package portable), import makes a new session of one, and
+// paddock run --resume-host starts a session on a conversation the
+// person had with Claude Code on the host. The last two share seeding:
+// the new session's volume gets Claude Code's state through its box
+// before claude's first start, which then resumes the conversation.
+
+// portableTimeout bounds one read or write of Claude Code's state in a box.
+const portableTimeout = 5 * time.Minute
+
+// claudeDir is CLAUDE_CONFIG_DIR in every box.
+var claudeDir = sandbox.HomeDir + "/" + claudecode.ConfigDirName
+
+// boxEnv is the environment of what the Runner runs in a box to move files.
+var boxEnv = []string{"PATH=/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+
+// ExportSession implements api.Porter: the session's file, made whole in
+// memory (within portable.DefaultLimits) before a byte of it goes out.
+//
+// Claude Code's state is read through the box, as the box user: from the
+// running box of a running session, while claude runs (a transcript's
+// last line, if claude is writing it, is left out; a frozen session is
+// thawed first, as an attach thaws it); for a session that
+// sleeps (or was made with --no-start, or failed with its box still
+// there), its box is started for the read, without claude, and stopped
+// again. The session's lock is held throughout: no sleep, wake or set
+// changes it meanwhile.
+func (r *Runner) ExportSession(ctx context.Context, ref string) ([]byte, error) {
+	s, unlock, err := r.lockSession(ctx, ref, session.OpExport)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	files, notes, err := r.readClaudeState(ctx, &s)
+	if err != nil {
+		return nil, err
+	}
+	l, err := r.decisions.ReadLog(s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read the session's decision log: %w", err)
+	}
+	a := &portable.Archive{
+		Manifest: portable.Manifest{Paddock: version.String(), ClaudeVersion: s.ClaudeVersion, Conversation: s.ClaudeSessionID, LeftOut: notes},
+		Settings: portable.Settings{Name: s.Name, Model: s.Model, Effort: s.Effort, CredentialMode: s.CredentialMode,
+			Egress: s.Egress, EgressAllow: s.EgressAllow, EgressDeny: s.EgressDeny, EgressAsk: s.EgressAsk,
+			EgressPolicies: s.EgressPolicies, EgressApproved: s.EgressApproved, Limits: s.Limits,
+			Restart: s.Restart, Restarts: s.Restarts, Activity: s.Activity, Created: s.Created},
+		Decisions: l.Entries,
+		Files:     files,
+	}
+	if l.Carried.Lines > 0 {
+		a.Settings.Carried = &l.Carried
+	}
+	var buf bytes.Buffer
+	if err := portable.Write(&buf, a); err != nil {
+		return nil, fmt.Errorf("write session %q out: %w", s.Name, err)
+	}
+	r.log.Info("session exported", logkey.Session, s.ID, "files", len(files), "bytes", buf.Len())
+	return buf.Bytes(), nil
+}
+
+// readClaudeState reads what travels of the box's ~/.claude (under the
+// session's lock): through the live channel of a running session, else
+// through its box started for the read.
+func (r *Runner) readClaudeState(ctx context.Context, s *session.Session) ([]portable.File, []string, error) {
+	if s.Observed == session.Running {
+		if s.Frozen { // its guest is stopped with the rest: thawed, as an attach does
+			if err := r.thaw(ctx, s); err != nil {
+				return nil, nil, err
+			}
+		}
+		lv := r.getLive(s.ID)
+		if lv == nil || lv.link == nil {
+			return nil, nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet; try again in a moment: %w", s.Name, errdefs.ErrUnavailable)
+		}
+		return readBoxState(lv.link.Client)
+	}
+	var files []portable.File
+	var notes []string
+	err := r.withBox(ctx, s, false, func(cl *channel.Client) error {
+		var err error
+		files, notes, err = readBoxState(cl)
+		return err
+	})
+	return files, notes, err
+}
+
+// withBox runs f with a channel to the box of a session that does not
+// run: the box is started for it (without claude, without a token) and,
+// unless keepRunning, stopped again after. The caller holds the
+// session's lock.
+func (r *Runner) withBox(ctx context.Context, s *session.Session, keepRunning bool, f func(*channel.Client) error) error {
+	be, err := r.backend(ctx, s.Backend)
+	if err != nil {
+		return err
+	}
+	if s.BoxID == "" {
+		return fmt.Errorf("session %q has no box (it failed before one was made); paddock wake makes one on its volume: %w", s.Name, errdefs.ErrConflict)
+	}
+	bx, err := be.Inspect(ctx, s.BoxID)
+	if errdefs.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("session %q lost its box; paddock wake makes a new one on its volume, then try again: %w", s.Name, errdefs.ErrConflict)
+	}
+	if err != nil {
+		return err
+	}
+	if bx.State != sandbox.StateRunning {
+		if _, err := be.Start(ctx, s.BoxID); err != nil {
+			return fmt.Errorf("start the box of session %q to reach its volume: %w", s.Name, err)
+		}
+		if !keepRunning {
+			defer func() {
+				if err := be.Stop(context.WithoutCancel(ctx), s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+					r.log.Warn("stop a box started to reach its volume", logkey.Session, s.ID, logkey.Error, err)
+				}
+			}()
+		}
+	}
+	conn, err := be.Connect(ctx, s.BoxID)
+	if err != nil {
+		return fmt.Errorf("connect to the box of session %q: %w", s.Name, err)
+	}
+	cl, err := channel.NewClient(conn)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer cl.Close()
+	if _, _, err := cl.Ping(time.Now().Add(30 * time.Second)); err != nil {
+		return fmt.Errorf("the box of session %q does not answer: %w", s.Name, err)
+	}
+	return f(cl)
+}
+
+// readBoxState reads the box's ~/.claude, what travels of it, as a tar
+// stream from the box's own tar (every box image has it), parsed as the
+// untrusted bytes they are (portable.ReadBoxTar). GNU tar exits 1 when a
+// file changed while it read it (claude writing): that read is kept, its
+// cut last line dropped.
+func readBoxState(cl *channel.Client) ([]portable.File, []string, error) {
+	script := `cd "$1" 2>/dev/null || exit 0
+shift
+set -- $(for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done)
+[ $# -gt 0 ] || exit 0
+tar -c -f - --format=posix --exclude=` + portable.CredentialFile + ` -- "$@" 2>/dev/null
+rc=$?; [ $rc -le 1 ] || exit $rc`
+	var files []portable.File
+	var notes []string
+	code, err := streamFromBox(cl, portableTimeout, boxEnv, func(rd io.Reader) error {
+		var err error
+		files, notes, err = portable.ReadBoxTar(rd, portable.Limits{}) // no ~/.claude yet: no bytes, no files
+		return err
+	}, append([]string{"sh", "-c", script, "sh", claudeDir}, portable.CarriedTops()...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if code != 0 {
+		return nil, nil, fmt.Errorf("read Claude Code's state in the box: tar exited %d: %w", code, errdefs.ErrUnavailable)
+	}
+	return files, notes, nil
+}
+
+// errBoxTimeout ends a stream from a box that took too long.
+var errBoxTimeout = errors.New("no end in time")
+
+// streamFromBox runs argv in the box and hands its stdout to read as it
+// comes (stderr is dropped), within timeout. An error of read aborts the
+// process; what read left unread is drained, up to 1 MiB (tar's padding),
+// before the exit code is taken.
+func streamFromBox(cl *channel.Client, timeout time.Duration, env []string, read func(io.Reader) error, argv ...string) (int, error) {
+	pr, pw := io.Pipe()
+	p, err := cl.Exec(channel.ExecOptions{Argv: argv, Env: env, Dir: sandbox.WorkspaceDir, Stdout: pw})
+	if err != nil {
+		return -1, err
+	}
+	var timedOut atomic.Bool
+	t := time.AfterFunc(timeout, func() {
+		timedOut.Store(true)
+		pr.CloseWithError(errBoxTimeout)
+		p.Abort()
+	})
+	defer t.Stop()
+	_ = p.CloseStdin()
+	go func() {
+		_, err := p.Wait()
+		pw.CloseWithError(err) // nil: EOF for the reader
+	}()
+	fail := func(err error) (int, error) {
+		pr.CloseWithError(err) // the read loop's next write fails: it stops
+		p.Abort()
+		<-p.Done()
+		if timedOut.Load() {
+			return -1, fmt.Errorf("%s in the box: no end after %v: %w", argv[0], timeout, errdefs.ErrUnavailable)
+		}
+		return -1, err
+	}
+	if err := read(pr); err != nil {
+		return fail(err)
+	}
+	if n, err := io.CopyN(io.Discard, pr, 1<<20+1); n > 1<<20 {
+		return fail(fmt.Errorf("%s in the box: more output than expected: %w", argv[0], errdefs.ErrUnavailable))
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		return fail(err)
+	}
+	code, err := p.Wait()
+	if timedOut.Load() {
+		return -1, fmt.Errorf("%s in the box: no end after %v: %w", argv[0], timeout, errdefs.ErrUnavailable)
+	}
+	return code, err
+}
+
+// writeBoxState writes files into the box's ~/.claude with the box's own
+// tar, as the box user: the stream is paddock's own (portable.BoxTar,
+// every path checked), and a new session's volume holds nothing of its
+// own yet for it to meet.
+func writeBoxState(cl *channel.Client, files []portable.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	stream, err := portable.BoxTar(files)
+	if err != nil {
+		return err
+	}
+	out, code, err := runInLimits(cl, portableTimeout, 1<<20, boxEnv, stream, "sh", "-c",
+		`mkdir -p "$1" && cd "$1" && exec tar -x -f - --no-same-owner`, "sh", claudeDir)
+	if err != nil || code != 0 {
+		return fmt.Errorf("write Claude Code's state into the box: exit %d: %s %v: %w", code, strings.TrimSpace(out), err, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// seed is what a new session gets before claude first starts in it.
+type seed struct {
+	// conversation is Claude Code's id of the conversation to resume; ""
+	// keeps the new session's own.
+	conversation string
+	// files go into the box's ~/.claude.
+	files []portable.File
+	// decisions and carried become the session's decision log (import).
+	decisions []decisionlog.Entry
+	carried   *decisionlog.Carry
+	// settings, if set, bring the record's history (import): the egress
+	// policies beyond the first, approvals, restarts.
+	settings *portable.Settings
+}
+
+// createSeeded creates a session as CreateSession does, then seeds it
+// before claude's first start: its decision log, Claude Code's state on
+// its volume, the conversation it resumes. Unless req.NoStart, it then
+// starts as a wake does, resuming the conversation. A failure before the
+// start takes back everything made (record, box, volume, log); a failed
+// start leaves the session failed with its reason, its conversation on
+// its volume, for paddock wake.
+func (r *Runner) createSeeded(ctx context.Context, req api.CreateRequest, sd *seed) (session.Session, error) {
+	start := !req.NoStart
+	if start {
+		// Before anything is made: CreateSession checks it only when it starts.
+		if err := r.checkMaxSessions(ctx, r.caller(ctx), ""); err != nil {
+			return session.Session{}, err
+		}
+	}
+	req.NoStart = true
+	s, err := r.CreateSession(ctx, req)
+	if err != nil {
+		if s.ID != "" {
+			r.undoCreate(s.ID)
+		}
+		return session.Session{}, err
+	}
+	if err := r.seedSession(ctx, s.ID, sd, start); err != nil {
+		r.undoCreate(s.ID)
+		return session.Session{}, err
+	}
+	if !start {
+		return r.reload(s.ID)
+	}
+	return r.Wake(ctx, s.ID)
+}
+
+// seedSession applies sd to a session just created (with NoStart): under
+// its lock, its decision log first, then the files through its box (left
+// running when start follows), then the record.
+func (r *Runner) seedSession(ctx context.Context, id string, sd *seed, start bool) error {
+	unlock := r.sessionLock(id)
+	defer unlock()
+	s, err := r.reload(id)
+	if err != nil {
+		return err
+	}
+	if st := sd.settings; st != nil {
+		// The record's history, checked as the start will check it.
+		if len(st.EgressPolicies) > 1 && s.Egress == session.EgressAllowlist {
+			s.EgressPolicies = append([]string(nil), st.EgressPolicies...)
+		}
+		s.EgressApproved = append(s.EgressApproved, st.EgressApproved...)
+		s.Restarts = st.Restarts
+		if s.Egress != session.EgressOffline {
+			sp, err := r.egressSpec(s)
+			if err == nil {
+				_, err = sp.Policy()
+			}
+			if err != nil {
+				return fmt.Errorf("the session file's egress rules, on this Runner: %w", err)
+			}
+		}
+	}
+	if len(sd.decisions) > 0 || sd.carried != nil {
+		if err := r.decisions.Import(s.ID, sd.decisions, sd.carried); err != nil {
+			return err
+		}
+	}
+	if len(sd.files) > 0 {
+		if err := r.withBox(ctx, &s, start, func(cl *channel.Client) error { return writeBoxState(cl, sd.files) }); err != nil {
+			return err
+		}
+	}
+	if sd.conversation != "" {
+		s.ClaudeSessionID = sd.conversation
+	}
+	return r.save(&s)
+}
+
+// undoCreate takes back a session made by createSeeded that could not be
+// seeded: its box and volume, its files in the state directory, its
+// decision log and its record, as if it had never been. What cannot be
+// removed is logged (paddock prune removes leftover boxes and volumes).
+func (r *Runner) undoCreate(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := r.RemoveSession(ctx, id, false); err != nil {
+		r.log.Warn("take back a session whose import failed", logkey.Session, id, logkey.Error, err)
+	}
+	if err := r.decisions.Remove(id); err != nil {
+		r.log.Warn("take back a session whose import failed: its decision log", logkey.Session, id, logkey.Error, err)
+	}
+	unlock := r.sessionLock(id)
+	defer unlock()
+	if err := r.store.Delete(store.BucketSessions, id); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+		r.log.Warn("take back a session whose import failed: its record", logkey.Session, id, logkey.Error, err)
+	}
+}
+
+// ImportSession implements api.Porter. The file is read and checked whole
+// (portable.Read) before anything is made; then the session is created
+// as run creates one, owned by the caller, with the file's settings
+// (req's name, backend and workspace where given), and seeded with the
+// file's Claude Code state, decision log and history; it resumes the
+// file's conversation.
+func (r *Runner) ImportSession(ctx context.Context, req api.ImportRequest, file io.Reader) (api.ImportResult, error) {
+	a, notes, err := portable.Read(file, portable.Limits{})
+	if err != nil {
+		return api.ImportResult{}, err
+	}
+	st := a.Settings
+	name := req.Name
+	if name == "" {
+		name = st.Name
+	}
+	for _, p := range st.EgressPolicies {
+		if _, ok := r.opts.Config.Egress.Policies[p]; !ok {
+			return api.ImportResult{}, fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
+		}
+	}
+	cr := api.CreateRequest{Name: name, Backend: req.Backend, Workspace: req.Workspace, NoStart: req.NoStart,
+		Egress: st.Egress, Allow: st.EgressAllow, Deny: st.EgressDeny, Ask: st.EgressAsk,
+		Model: st.Model, Effort: st.Effort, CredentialMode: string(st.CredentialMode), Restart: string(st.Restart),
+		RPM: st.Limits.RPM, MaxStreams: st.Limits.Concurrent, TokenBudget: st.Limits.TokenBudget, BudgetUSD: st.Limits.BudgetUSD}
+	if len(st.EgressPolicies) > 0 {
+		cr.EgressPolicy = st.EgressPolicies[0]
+	}
+	if v := a.Manifest.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
+		notes = append(notes, fmt.Sprintf("the session ran Claude Code %s; it resumes with this Runner's %s", v, claudecode.PinnedVersion))
+	}
+	sd := &seed{conversation: a.Manifest.Conversation, files: a.Files, decisions: a.Decisions, carried: st.Carried, settings: &st}
+	s, err := r.createSeeded(ctx, cr, sd)
+	res := api.ImportResult{Session: s, Conversation: a.Manifest.Conversation, Files: len(a.Files), Decisions: len(a.Decisions), Notes: notes}
+	if err != nil {
+		return res, err
+	}
+	r.log.Info("session imported", logkey.Session, s.ID, "files", len(a.Files), "decisions", len(a.Decisions))
+	return res, nil
+}
+
+// createResumed is CreateSession for a request that brings a host
+// conversation (paddock run --resume-host): it is checked as the box
+// input it is, laid out where the box's Claude Code finds it (under
+// projects/ of /workspace), and the session resumes it.
+func (r *Runner) createResumed(ctx context.Context, req api.CreateRequest) (session.Session, error) {
+	c := req.Resume
+	req.Resume = nil
+	if err := c.Check(); err != nil {
+		return session.Session{}, fmt.Errorf("the conversation to resume: %w", err)
+	}
+	files, notes := c.ClaudeFiles(sandbox.WorkspaceDir)
+	for _, n := range notes { // names only, never a value
+		r.log.Warn("host conversation: sanitized", "note", n)
+	}
+	return r.createSeeded(ctx, req, &seed{conversation: c.ID, files: files})
+}
+
+var _ api.Porter = (*Runner)(nil)
