@@ -3,6 +3,7 @@ package credproxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -196,9 +197,48 @@ func startBenchChild(tb testing.TB, env string) (string, int) {
 
 const benchBody = `{"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
 
+// conversationBody is a valid Messages API request of exactly size bytes
+// (for a size of a few hundred or more): a system prompt and a conversation
+// of alternating user and assistant turns ending with the user's, as Claude
+// Code sends the whole conversation on every turn.
+func conversationBody(size int, stream bool) []byte {
+	type block struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type message struct {
+		Role    string  `json:"role"`
+		Content []block `json:"content"`
+	}
+	req := struct {
+		Model     string    `json:"model"`
+		MaxTokens int       `json:"max_tokens"`
+		Stream    bool      `json:"stream,omitempty"`
+		System    string    `json:"system"`
+		Messages  []message `json:"messages"`
+	}{Model: "claude-x", MaxTokens: 16, Stream: stream, System: "You are Claude Code, a coding assistant."}
+	// Text that looks like a session's: code and prose, nothing to escape.
+	const text = "func (s *Server) handle(w http.ResponseWriter, r *http.Request) { s.mu.Lock(); defer s.mu.Unlock() } // The handler takes the lock for the map. "
+	enc := func() []byte { b, _ := json.Marshal(req); return b }
+	turn := strings.Repeat(text, 2000/len(text))
+	for len(enc())+2*len(turn)+200 < size { // whole exchanges, then the user's last turn
+		req.Messages = append(req.Messages, message{"user", []block{{"text", turn}}}, message{"assistant", []block{{"text", turn}}})
+	}
+	req.Messages = append(req.Messages, message{"user", []block{{"text", ""}}})
+	room := max(size-len(enc()), 0)
+	req.Messages[len(req.Messages)-1].Content[0].Text = strings.Repeat(text, room/len(text)) + strings.Repeat("y", room%len(text))
+	return enc()
+}
+
 // latencies runs n small requests at concurrency c against base and returns
 // each request's latency.
 func latencies(tb testing.TB, cl *http.Client, base string, hdr http.Header, c, n int) []time.Duration {
+	return latenciesBody(tb, cl, base, hdr, []byte(benchBody), c, n, 0)
+}
+
+// latenciesBody is latencies with the request body given; each client
+// waits gap after each answer before its next request.
+func latenciesBody(tb testing.TB, cl *http.Client, base string, hdr http.Header, body []byte, c, n int, gap time.Duration) []time.Duration {
 	out := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	next := make(chan int, n)
@@ -211,7 +251,7 @@ func latencies(tb testing.TB, cl *http.Client, base string, hdr http.Header, c, 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(benchBody))
+				req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader(body))
 				req.Header = hdr.Clone()
 				t0 := time.Now()
 				resp, err := cl.Do(req)
@@ -223,8 +263,9 @@ func latencies(tb testing.TB, cl *http.Client, base string, hdr http.Header, c, 
 				resp.Body.Close()
 				out[i] = time.Since(t0)
 				if resp.StatusCode != 200 {
-					tb.Errorf("status %d", resp.StatusCode)
+					tb.Errorf("%s: status %d", base, resp.StatusCode)
 				}
+				time.Sleep(gap)
 			}
 		}()
 	}
@@ -235,6 +276,11 @@ func latencies(tb testing.TB, cl *http.Client, base string, hdr http.Header, c, 
 // eventDelays opens c streams at once and returns every event's delay from
 // the upstream's write to the client's read.
 func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c int) []time.Duration {
+	return eventDelaysBody(tb, cl, base, hdr, []byte(benchBody), c)
+}
+
+// eventDelaysBody is eventDelays with the request body given.
+func eventDelaysBody(tb testing.TB, cl *http.Client, base string, hdr http.Header, body []byte, c int) []time.Duration {
 	var mu sync.Mutex
 	var out []time.Duration
 	var wg sync.WaitGroup
@@ -242,7 +288,7 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", base+"/v1/messages?beta=true", strings.NewReader(benchBody))
+			req, _ := http.NewRequest("POST", base+"/v1/messages?beta=true", bytes.NewReader(body))
 			req.Header = hdr.Clone()
 			req.Header.Set("X-Bench-Stream", "1")
 			resp, err := cl.Do(req)
@@ -251,6 +297,9 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 				return
 			}
 			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				tb.Errorf("%s: stream status %d", base, resp.StatusCode)
+			}
 			br := bufio.NewReader(resp.Body)
 			var local []time.Duration
 			for {
@@ -273,13 +322,26 @@ func eventDelays(tb testing.TB, cl *http.Client, base string, hdr http.Header, c
 }
 
 // BenchmarkProxyVsDirect measures, in one run with rounds interleaved, what
-// paddock's credential proxy and two references, nginx (nginx_test.go) and
+// paddock's credential proxy and the references, nginx (nginx_test.go) and
 // the Go floor (gofloor_test.go), each add over calling the same fake
-// upstream directly: a small request's latency at concurrency 1, 32 and 64,
-// each SSE event's delay with 1, 32 and 64 concurrent streams, small
-// requests per second, and each proxy process's CPU per small request. It
-// prints four tables and reports paddock's added p50s as metrics. Run it
-// with `make bench`; without nginx installed the nginx columns are empty.
+// upstream directly. paddock is measured as it really runs: the real
+// `paddock serve` binary with its defaults (decision log, metrics), on its
+// host listener, with the token of a live session on the local backend
+// (serve_bench_test.go); where that cannot run (not root, no bubblewrap,
+// tmux or pinned Claude Code) the proxy in a child process of this test
+// binary stands in, and the log says so. Beside it, the same proxy in the
+// benchmark's own process.
+//
+// The rows: a small request's latency at concurrency 1, 32 and 64; requests
+// with a whole conversation as body (10 KB, 100 KB, 1 MB) at concurrency
+// 1, back to back and 3 ms apart (as turns come); each SSE event's delay with 1, 32 and 64 concurrent streams, and with
+// 100 KB and 1 MB request bodies; requests per second; and each proxy
+// process's CPU per request. It prints the tables, then the targets of
+// issue 21 with what was measured (reported, never asserted), and reports
+// the main ratios as metrics. Run it with `make bench`; without nginx
+// installed the nginx columns are empty. PADDOCK_BENCH_CHILD=1 adds the
+// child-process proxy as a column beside the Runner, to show what the
+// Runner adds around it.
 func BenchmarkProxyVsDirect(b *testing.B) {
 	rounds := 6
 	if s := os.Getenv("PADDOCK_BENCH_ROUNDS"); s != "" {
@@ -290,40 +352,88 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	type target struct {
 		name, base string
 		hdr        http.Header
-		pid        int // the proxy's own process (nginx: its master), or 0
+		cpu        func() time.Duration // the proxy's own processes' CPU so far, or nil
 	}
-	pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
-	targets := []target{{"direct", env.direct, env.auth, 0}, {"paddock", pbase, phdr, ppid}, {"paddock in-process", env.proxy, env.auth, 0}}
+	mainName := "paddock serve"
+	targets := []target{{"direct", env.direct, env.auth, nil}}
+	if claude, missing := servePrereqs(); missing == "" {
+		base, hdr, pid := startPaddockServe(b, env.direct, claude, "sk-fake-bench", env.auth)
+		// The Runner's own process only: its boxes' processes are not the proxy's.
+		targets = append(targets, target{mainName, base, hdr, func() time.Duration { return procCPU(pid) }})
+	} else {
+		if os.Getenv(testenv.RequireEnv) != "" {
+			b.Fatalf("the real Runner cannot run a session here: %s", missing)
+		}
+		b.Logf("the real Runner cannot run a session here (%s); paddock's proxy in a child process stands in", missing)
+		mainName = "paddock (child)"
+		pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
+		targets = append(targets, target{mainName, pbase, phdr, func() time.Duration { return treeCPU(ppid) }})
+	}
+	if mainName != "paddock (child)" && os.Getenv("PADDOCK_BENCH_CHILD") != "" {
+		// What the Runner adds around the proxy: the same proxy alone in a
+		// child process of this test binary.
+		pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
+		targets = append(targets, target{"paddock (child)", pbase, phdr, func() time.Duration { return treeCPU(ppid) }})
+	}
+	targets = append(targets, target{"paddock in-process", env.proxy, env.auth, nil})
+	hasNginx := false
 	if _, err := os.Stat("/usr/sbin/nginx"); err == nil || os.Getenv(testenv.RequireEnv) != "" {
 		nbase, npid := startNginxPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
-		targets = append(targets, target{"nginx", nbase, env.auth, npid})
+		targets = append(targets, target{"nginx", nbase, env.auth, func() time.Duration { return treeCPU(npid) }})
+		hasNginx = true
 	} else {
 		b.Log("nginx is not installed; its columns stay empty (make deps installs it)")
 	}
 	fbase, fpid := startGoFloorPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
-	targets = append(targets, target{"Go floor", fbase, env.auth, fpid})
+	targets = append(targets, target{"Go floor", fbase, env.auth, func() time.Duration { return treeCPU(fpid) }})
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 512, DisableCompression: true}}
+
 	type row struct {
 		name    string
-		c       int
+		c, n    int           // concurrency (streams), requests per round
+		gap     time.Duration // a pause after each answer
+		body    []byte
 		sse     bool
 		samples map[string][]time.Duration
 		reqs    map[string]int
 		elapsed map[string]time.Duration
-		cpu     map[string]time.Duration // the proxy process's, over the small requests
+		cpu     map[string]time.Duration // the proxy process's, over the requests
 	}
 	var rows []*row
+	small := []byte(benchBody)
+	// Under nginx's default client_max_body_size of 1 MiB.
+	kb10, kb100, mb1 := conversationBody(10_000, false), conversationBody(100_000, false), conversationBody(1_000_000, false)
+	kb100s, mb1s := conversationBody(100_000, true), conversationBody(1_000_000, true)
 	for _, c := range []int{1, 32, 64} {
-		rows = append(rows, &row{name: fmt.Sprintf("small request, c=%d", c), c: c})
+		rows = append(rows, &row{name: fmt.Sprintf("small request, c=%d", c), c: c, n: max(400, 50*c), body: small})
 	}
+	rows = append(rows, &row{name: "10 KB request, c=1", c: 1, n: 400, body: kb10},
+		&row{name: "100 KB request, c=1", c: 1, n: 200, body: kb100},
+		&row{name: "1 MB request, c=1", c: 1, n: 60, body: mb1},
+		// As Claude Code sends them: a turn's request follows the last
+		// answer after a pause (here 3 ms), not back to back.
+		&row{name: "100 KB request, c=1, 3 ms apart", c: 1, n: 100, body: kb100, gap: 3 * time.Millisecond},
+		&row{name: "1 MB request, c=1, 3 ms apart", c: 1, n: 60, body: mb1, gap: 3 * time.Millisecond})
 	for _, c := range []int{1, 32, 64} {
-		rows = append(rows, &row{name: fmt.Sprintf("SSE event, %d streams", c), c: c, sse: true})
+		rows = append(rows, &row{name: fmt.Sprintf("SSE event, %d streams", c), c: c, sse: true, body: small})
 	}
+	rows = append(rows, &row{name: "SSE event, 1 streams, 100 KB request", c: 1, sse: true, body: kb100s},
+		&row{name: "SSE event, 32 streams, 100 KB request", c: 32, sse: true, body: kb100s},
+		&row{name: "SSE event, 1 streams, 1 MB request", c: 1, sse: true, body: mb1s})
+	byName := map[string]*row{}
 	for _, rw := range rows {
 		rw.samples, rw.reqs, rw.elapsed, rw.cpu = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}
+		byName[rw.name] = rw
 	}
-	for _, tg := range targets { // warm connections and pools
+	for _, tg := range targets { // warm connections, pools and buffers
 		latencies(b, cl, tg.base, tg.hdr, 64, 400)
+		latenciesBody(b, cl, tg.base, tg.hdr, mb1, 4, 16, 0)
+	}
+	cpuOf := func(tg target) time.Duration {
+		if tg.cpu == nil {
+			return 0
+		}
+		return tg.cpu()
 	}
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
@@ -333,13 +443,13 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 					t0 := time.Now()
 					var d []time.Duration
 					if rw.sse {
-						d = eventDelays(b, cl, tg.base, tg.hdr, rw.c)
+						d = eventDelaysBody(b, cl, tg.base, tg.hdr, rw.body, rw.c)
 					} else {
-						cpu0 := treeCPU(tg.pid)
-						d = latencies(b, cl, tg.base, tg.hdr, rw.c, max(400, 50*rw.c))
+						cpu0 := cpuOf(tg)
+						d = latenciesBody(b, cl, tg.base, tg.hdr, rw.body, rw.c, rw.n, rw.gap)
 						rw.reqs[tg.name] += len(d)
 						rw.elapsed[tg.name] += time.Since(t0)
-						rw.cpu[tg.name] += treeCPU(tg.pid) - cpu0
+						rw.cpu[tg.name] += cpuOf(tg) - cpu0
 					}
 					rw.samples[tg.name] = append(rw.samples[tg.name], d...)
 				}
@@ -350,9 +460,10 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	for _, tg := range targets {
 		names = append(names, tg.name)
 	}
+	fmt.Fprintf(os.Stderr, "Request bodies: small %d B; 10 KB %d B; 100 KB %d B; 1 MB %d B.\n\n", len(small), len(kb10), len(kb100), len(mb1))
 	var tables []*perf.Table
 	for _, p := range []float64{.5, .99} {
-		t := &perf.Table{Title: fmt.Sprintf("Latency p%.0f, ms: paddock's proxy (own process, as the Runner runs it; and in the benchmark's process), nginx and the Go floor (gofloor_test.go) against a direct call", p*100)}
+		t := &perf.Table{Title: fmt.Sprintf("Latency p%.0f, ms: %s, the same proxy in the benchmark's process, nginx and the Go floor (gofloor_test.go) against a direct call", p*100, mainName)}
 		t.Header = append([]string{"case"}, names...)
 		for _, n := range names[1:] {
 			t.Header = append(t.Header, n+" added")
@@ -370,39 +481,104 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		}
 		tables = append(tables, t)
 	}
-	rps := &perf.Table{Title: "Small requests per second (client, proxy and upstream share the machine)", Header: append([]string{"concurrency"}, names...)}
+	added := func(rw *row, n string, p float64) time.Duration {
+		return perf.Pct(rw.samples[n], p) - perf.Pct(rw.samples["direct"], p)
+	}
+	rps := &perf.Table{Title: "Requests per second (client, proxy and upstream share the machine)", Header: append([]string{"case"}, names...)}
 	for _, rw := range rows {
 		metric := strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(rw.name)
-		b.ReportMetric(float64((perf.Pct(rw.samples["paddock"], .5)-perf.Pct(rw.samples["direct"], .5)).Microseconds())/1000, "added-p50-ms/"+metric)
+		b.ReportMetric(float64(added(rw, mainName, .5).Microseconds())/1000, "added-p50-ms/"+metric)
+		b.ReportMetric(float64(added(rw, mainName, .99).Microseconds())/1000, "added-p99-ms/"+metric)
 		if !rw.sse {
-			cells := []string{strconv.Itoa(rw.c)}
+			cells := []string{rw.name}
 			for _, n := range names {
-				cells = append(cells, fmt.Sprintf("%.0f", float64(rw.reqs[n])/rw.elapsed[n].Seconds()))
+				cells = append(cells, fmt.Sprintf("%.0f", float64(rw.reqs[n])/(rw.elapsed[n]-time.Duration(rw.reqs[n])*rw.gap/time.Duration(rw.c)).Seconds()))
 			}
 			rps.Add(cells...)
 		}
 	}
-	cpu := &perf.Table{Title: "Proxy CPU per small request, µs: the proxy's own processes, user and kernel time (from /proc/<pid>/task/*/schedstat)", Header: []string{"concurrency"}}
+	cpu := &perf.Table{Title: "Proxy CPU per request, µs: the proxy's own processes, user and kernel time (from /proc/<pid>/task/*/schedstat; paddock serve: the Runner's process only, not its boxes)", Header: []string{"case"}}
 	var cpuNames []string
 	for _, tg := range targets {
-		if tg.pid != 0 {
+		if tg.cpu != nil {
 			cpuNames = append(cpuNames, tg.name)
 		}
 	}
 	cpu.Header = append(cpu.Header, cpuNames...)
+	cpuPer := func(rw *row, n string) float64 { return float64(rw.cpu[n].Nanoseconds()) / 1000 / float64(rw.reqs[n]) }
 	for _, rw := range rows {
 		if rw.sse {
 			continue
 		}
-		cells := []string{strconv.Itoa(rw.c)}
+		cells := []string{rw.name}
 		for _, n := range cpuNames {
-			cells = append(cells, fmt.Sprintf("%.1f", float64(rw.cpu[n].Nanoseconds())/1000/float64(rw.reqs[n])))
+			cells = append(cells, fmt.Sprintf("%.1f", cpuPer(rw, n)))
 		}
 		cpu.Add(cells...)
 	}
-	for _, t := range append(tables, rps, cpu) {
+
+	// Issue 21's targets, side by side with what this run measured.
+	goals := &perf.Table{Title: "Targets (issue 21), reported, not asserted: " + mainName, Header: []string{"target", "measured", "limit", "met"}}
+	verdict := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "no"
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	for _, c := range []int{1, 32} {
+		rw := byName[fmt.Sprintf("small request, c=%d", c)]
+		for _, p := range []float64{.5, .99} {
+			if !hasNginx {
+				break
+			}
+			got, ref := added(rw, mainName, p), added(rw, "nginx", p)
+			ratio := ms(got) / ms(ref)
+			goals.Add(fmt.Sprintf("small request c=%d, added p%.0f vs nginx's", c, p*100), fmt.Sprintf("%s vs %s ms (%.2f×)", perf.MS(got), perf.MS(ref), ratio), "≤ 1.25×", verdict(got <= ref*5/4))
+			b.ReportMetric(ratio, fmt.Sprintf("x-nginx-added-p%.0f/smallrequest_c%d", p*100, c))
+		}
+	}
+	for _, c := range []int{1, 32, 64} {
+		rw := byName[fmt.Sprintf("SSE event, %d streams", c)]
+		if !hasNginx {
+			break
+		}
+		got, ref := added(rw, mainName, .5), added(rw, "nginx", .5)
+		// "Level": no more than 20 µs above nginx's added delay.
+		goals.Add(fmt.Sprintf("SSE event, %d streams, added p50 vs nginx's", c), fmt.Sprintf("%s vs %s ms", perf.MS(got), perf.MS(ref)), "level (≤ +0.020 ms)", verdict(got-ref <= 20*time.Microsecond))
+	}
+	for _, name := range []string{"100 KB request, c=1", "1 MB request, c=1", "100 KB request, c=1, 3 ms apart", "1 MB request, c=1, 3 ms apart"} {
+		got := added(byName[name], mainName, .5)
+		goals.Add(name+", added p50 vs direct", perf.MS(got)+" ms", "≤ 0.200 ms", verdict(got <= 200*time.Microsecond))
+	}
+	for _, name := range []string{"SSE event, 1 streams, 100 KB request", "SSE event, 32 streams, 100 KB request", "SSE event, 1 streams, 1 MB request"} {
+		got := added(byName[name], mainName, .99)
+		goals.Add(name+", added p99 vs direct", perf.MS(got)+" ms", "≤ 1.000 ms", verdict(got <= time.Millisecond))
+	}
+	for _, name := range []string{"small request, c=1", "small request, c=32", "1 MB request, c=1"} {
+		rw := byName[name]
+		floor := cpuPer(rw, "Go floor")
+		goals.Add(name+", CPU per request vs the Go floor", fmt.Sprintf("%.1f vs %.1f µs (%.2f×)", cpuPer(rw, mainName), floor, cpuPer(rw, mainName)/floor), "reported", "")
+		b.ReportMetric(cpuPer(rw, mainName)/floor, "x-gofloor-cpu/"+strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(name))
+	}
+	for _, t := range append(tables, rps, cpu, goals) {
 		t.Write(os.Stderr)
 	}
+}
+
+// procCPU is the on-CPU time so far of process pid's own threads, from the
+// scheduler's nanosecond counts.
+func procCPU(pid int) time.Duration {
+	var total time.Duration
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
 }
 
 // treeCPU is the on-CPU time so far of process pid, its threads and its
@@ -428,14 +604,22 @@ func treeCPU(pid int) time.Duration {
 	}
 	var total time.Duration
 	for _, p := range pids {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", p))
-		for _, t := range tasks {
-			b, _ := os.ReadFile(t)
-			if f := strings.Fields(string(b)); len(f) > 0 {
-				ns, _ := strconv.ParseInt(f[0], 10, 64)
-				total += time.Duration(ns)
-			}
-		}
+		total += procCPU(p)
 	}
 	return total
+}
+
+// TestConversationBody: the benchmark's large bodies are valid Messages API
+// requests of the size asked, ending with the user's turn.
+func TestConversationBody(t *testing.T) {
+	for _, n := range []int{10_000, 1_000_000} {
+		b := conversationBody(n, true)
+		var v struct {
+			Stream   bool
+			Messages []struct{ Role string }
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(b) != n || !v.Stream || v.Messages[len(v.Messages)-1].Role != "user" {
+			t.Fatalf("%d: %d bytes, %+v, %v", n, len(b), v, err)
+		}
+	}
 }

@@ -322,3 +322,34 @@ func echo(b testing.TB, r *Runner, id string, key rune) {
 	}
 	part.Send(ctx, []byte{0x7f}) // erased: the prompt stays empty
 }
+
+// TestReconcileStopsAnAsleepSessionsBox: a box of an asleep session found
+// running at the Runner's start (an export that started it, cut short by a
+// restart) is stopped; the session stays asleep and gets no token.
+func TestReconcileStopsAnAsleepSessionsBox(t *testing.T) {
+	r, _ := freezeRunner(t, nil)
+	ctx := context.Background()
+	s, err := r.CreateSession(ctx, api.CreateRequest{Name: "asleep-box", Backend: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.RemoveSession(ctx, s.ID, false)
+	if s, err = r.Sleep(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	be, _ := r.backend(ctx, "local")
+	if _, err := be.Start(ctx, s.BoxID); err != nil {
+		t.Fatal(err)
+	}
+	unlock := r.sessionLock(s.ID)
+	r.reconcileOne(ctx, &s)
+	unlock()
+	bx, err := be.Inspect(ctx, s.BoxID)
+	if err != nil || bx.State == sandbox.StateRunning {
+		t.Fatalf("the asleep session's box after reconcile: %+v %v", bx, err)
+	}
+	cur, _ := r.Session(ctx, s.ID)
+	if cur.Observed != session.Asleep || r.tokens.Live(s.ID) {
+		t.Fatalf("after reconcile: %s, token %v", cur.Observed, r.tokens.Live(s.ID))
+	}
+}

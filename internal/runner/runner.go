@@ -99,6 +99,7 @@ type Runner struct {
 	ca          *tlsterm.CA // terminates TLS for DirectHost (anthropic.direct)
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
+	noOwnCred   sync.Map                  // session ids known to have no credential of their own
 	frozen      frozenEnvs                // claude's environment of each frozen session
 	policies    map[string]*egress.Policy // by session id; none means offline
 

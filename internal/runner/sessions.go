@@ -874,13 +874,19 @@ func (r *Runner) relaySecretFile(id, relay string) credential.File {
 // own, if its creator gave one, else its owner's (credentialOfPerson).
 func (r *Runner) credentialOf(id string) (credential.Credential, error) {
 	owner := r.ownerOf(id)
-	c, err := r.sessionCredFile(id).Load()
-	if err == nil {
-		c.Source, c.User = "session", owner.Name
-		return c, nil
-	}
-	if !errors.Is(err, credential.ErrMissing) {
-		return credential.Credential{}, err
+	// Most sessions have no credential of their own: that is remembered,
+	// not looked for on every request (the file is written only when the
+	// session is made, before its first request).
+	if _, none := r.noOwnCred.Load(id); !none {
+		c, err := r.sessionCredFile(id).Load()
+		if err == nil {
+			c.Source, c.User = "session", owner.Name
+			return c, nil
+		}
+		if !errors.Is(err, credential.ErrMissing) {
+			return credential.Credential{}, err
+		}
+		r.noOwnCred.Store(id, true)
 	}
 	return r.credentialOfPerson(owner)
 }
@@ -1034,6 +1040,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 			return s, err
 		}
 	}
+	r.noOwnCred.Delete(s.ID)
 	if err := r.sessionCredFile(s.ID).Remove(); err != nil {
 		return s, err
 	}
@@ -1354,6 +1361,15 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 			s.Frozen, s.FrozenAt = false, time.Time{}
 			_ = r.save(s)
 		}
+		return
+	}
+	if s.Desired == session.Asleep {
+		// An asleep session's box runs only while paddock reads its volume
+		// (session export); a restart cut that short. It stays asleep.
+		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
+			r.log.Warn("stop the running box of an asleep session", logkey.Session, s.ID, logkey.Error, err)
+		}
+		r.log.Info("the box of an asleep session was running (an export cut short); stopped it", logkey.Session, s.ID)
 		return
 	}
 	if s.Frozen {
