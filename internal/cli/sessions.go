@@ -278,6 +278,10 @@ func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *c
 					errs = append(errs, err)
 					continue
 				}
+				if s.Frozen {
+					fmt.Fprintf(o.Stdout, "%s is frozen: paddock wake %s (or attach) thaws it where it was\n", s.Name, s.Name)
+					continue
+				}
 				fmt.Fprintf(o.Stdout, "%s %s\n", s.Name, done)
 			}
 			return errors.Join(errs...)
@@ -287,36 +291,13 @@ func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *c
 
 func sleepCmd(g *globals, o IO) *cobra.Command {
 	var freeze bool
-	cmd := &cobra.Command{
-		Use:   "sleep NAME...",
-		Short: "Stop a session's box; its token is revoked, the volume keeps the conversation (--freeze: keep its memory, wake in an instant)",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client(o)
-			if err != nil {
-				return err
+	cmd := simple(g, o, "sleep", "Stop a session's box; its token is revoked, the volume keeps the conversation (--freeze: keep its memory, wake in an instant)",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			if freeze {
+				return c.Freeze(cmd.Context(), ref)
 			}
-			var errs []error
-			for _, ref := range args {
-				if !freeze {
-					s, err := c.Sleep(cmd.Context(), ref)
-					if err != nil {
-						errs = append(errs, err)
-						continue
-					}
-					fmt.Fprintf(o.Stdout, "%s is asleep\n", s.Name)
-					continue
-				}
-				s, err := c.Freeze(cmd.Context(), ref)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				fmt.Fprintf(o.Stdout, "%s is frozen: paddock wake %s (or attach) thaws it where it was\n", s.Name, s.Name)
-			}
-			return errors.Join(errs...)
-		},
-	}
+			return c.Sleep(cmd.Context(), ref)
+		}, "is asleep")
 	cmd.Flags().BoolVar(&freeze, "freeze", false, "freeze instead: the box and its processes' memory are kept, the processes stopped and the token suspended")
 	return cmd
 }

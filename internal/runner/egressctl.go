@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,7 +199,7 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 				return res, err
 			}
 		}
-		r.egressChanged(s, by, fmt.Sprintf("denied %s (%s); %d waiting connection(s) refused", rule, cmpOr(req.Scope, "once"), res.Answered), 0)
+		r.egressChanged(s, by, fmt.Sprintf("denied %s (%s); %d waiting connection(s) refused", rule, cmp.Or(req.Scope, "once"), res.Answered), 0)
 		return res, nil
 	}
 	if !strings.HasPrefix(rule.Host, "*.") {
@@ -257,13 +258,6 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 	}
 	r.egressChanged(s, by, fmt.Sprintf("%s; %d waiting connection(s) let through", what, res.Answered), 0)
 	return res, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // notifyPending runs the notify command for a connection that waits for

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -93,7 +94,7 @@ func (r *Runner) freezeSession(ctx context.Context, ref, reason string) (session
 	if reason != "" {
 		s.Reason = "frozen " + reason + "; paddock wake (or attach) thaws it"
 	}
-	r.log.Info("session frozen", logkey.Session, s.ID, logkey.Reason, cmpOr(reason, "asked"))
+	r.log.Info("session frozen", logkey.Session, s.ID, logkey.Reason, cmp.Or(reason, "asked"))
 	return s, r.save(&s)
 }
 

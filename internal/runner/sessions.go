@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -952,6 +953,12 @@ func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (sessi
 		return s, err
 	}
 	defer unlock()
+	if fz, ok := be.(sandbox.Freezer); ok && s.Frozen && s.BoxID != "" {
+		// A frozen box ends like any other: its guest must see SIGTERM.
+		if err := fz.Thaw(ctx, s.BoxID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) && !errdefs.Is(err, errdefs.ErrConflict) {
+			return s, err
+		}
+	}
 	if s.BoxID != "" {
 		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
 			return s, err
@@ -960,7 +967,7 @@ func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (sessi
 	s.Desired, s.Observed, s.Reason = session.Asleep, session.Asleep, reason
 	s.Frozen, s.FrozenAt = false, time.Time{}
 	r.decisions.Release(s.ID) // an asleep session holds no descriptor either
-	r.log.Info("session asleep", logkey.Session, s.ID, logkey.Reason, cmpOr(reason, "asked"))
+	r.log.Info("session asleep", logkey.Session, s.ID, logkey.Reason, cmp.Or(reason, "asked"))
 	return s, r.save(&s)
 }
 

@@ -599,9 +599,6 @@ func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) er
 	if o.Timeout > 0 {
 		secs = int((o.Timeout + time.Second - 1) / time.Second)
 	}
-	// A paused (frozen) box ends like any other: its guest must see
-	// SIGTERM. Unpausing a box that is not paused is refused; nothing else.
-	_, _ = b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
 	if _, err := b.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil {
 		return mapErr("stop box", err)
 	}
