@@ -10,9 +10,11 @@ FUZZTIME ?= 10s
 
 all: build
 
-# Static (CGO_ENABLED=0): the same binary runs as the guest in every box.
+# Static (CGO_ENABLED=0). paddock-guest, the slim guest every box carries
+# as its paddock, goes beside paddock, where the Runner looks for it.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock ./cmd/paddock
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/paddock-guest ./cmd/paddock-guest
 
 # Install what the tests and sessions need (Debian packages, the pinned
 # Claude Code from npm, staticcheck); cached under /var/cache/paddock.
@@ -76,6 +78,7 @@ web:
 DESTDIR ?=
 install: build
 	install -D -m 0755 bin/paddock $(DESTDIR)/usr/local/bin/paddock
+	install -D -m 0755 bin/paddock-guest $(DESTDIR)/usr/local/bin/paddock-guest
 	install -D -m 0644 contrib/systemd/paddock.service $(DESTDIR)/usr/local/lib/systemd/system/paddock.service
 	install -D -m 0644 docs/SERVICE.md $(DESTDIR)/usr/local/share/doc/paddock/SERVICE.md
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/image"
 	"github.com/paddockhq/paddock/internal/statedir"
 	"github.com/spf13/cobra"
@@ -77,7 +78,13 @@ other machines or a cluster pull from.`,
 			if err != nil {
 				return err
 			}
-			if err := checkStatic(self); err != nil {
+			// The image carries the slim guest where it was built beside
+			// this paddock (make build), else paddock itself.
+			bin, why := guest.FindBinary(ctx, self)
+			if why != "" {
+				fmt.Fprintf(o.Stderr, "the image carries the full paddock binary as its guest: %s\n", why)
+			}
+			if err := checkStatic(bin); err != nil {
 				return err
 			}
 			cli, err := client.New(client.FromEnv)
@@ -111,7 +118,7 @@ other machines or a cluster pull from.`,
 			if err != nil {
 				return err
 			}
-			id, err := image.Build(ctx, cli, spec, claude, self, o.Stderr)
+			id, err := image.Build(ctx, cli, spec, claude, bin, o.Stderr)
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
 	"github.com/paddockhq/paddock/internal/k8stest"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -281,7 +282,7 @@ const promptReady = "bypass permissions on"
 // backends opens each backend on the Runner's state, to look at objects.
 func (e *env) backends() map[string]sandbox.Backend {
 	e.t.Helper()
-	lb, err := local.New(local.Config{Root: filepath.Join(e.dir, "local"), GuestBinary: e.bin})
+	lb, err := local.New(local.Config{Root: filepath.Join(e.dir, "local"), GuestBinary: filepath.Join(filepath.Dir(e.bin), guest.BinaryName)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

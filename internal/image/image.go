@@ -95,18 +95,18 @@ func (s *Spec) Check() error {
 // empty until Build asks the binary.
 var versionRe = regexp.MustCompile(`^[0-9A-Za-z.+_-]{0,64}$`)
 
-// GuestVersion asks a paddock binary its version (`paddock version`
-// prints "paddock <version>").
-func GuestVersion(ctx context.Context, paddockBin string) (string, error) {
-	out, err := exec.CommandContext(ctx, paddockBin, "version").Output()
+// GuestVersion asks a guest binary (paddock-guest, or paddock itself) its
+// version: `guest version` prints it alone on a line.
+func GuestVersion(ctx context.Context, guestBin string) (string, error) {
+	out, err := exec.CommandContext(ctx, guestBin, "guest", "version").Output()
 	if err != nil {
-		return "", fmt.Errorf("%s version: %w", paddockBin, err)
+		return "", fmt.Errorf("%s guest version: %w", guestBin, err)
 	}
-	f := strings.Fields(string(out))
-	if len(f) != 2 || f[0] != "paddock" || !versionRe.MatchString(f[1]) {
-		return "", fmt.Errorf("%s version printed %q, not \"paddock <version>\"", paddockBin, out)
+	v := strings.TrimSpace(string(out))
+	if v == "" || !versionRe.MatchString(v) {
+		return "", fmt.Errorf("%s guest version printed %q, not a version", guestBin, out)
 	}
-	return f[1], nil
+	return v, nil
 }
 
 var dockerfile = template.Must(template.New("Dockerfile").Parse(`# Written by paddock image build; do not edit. Builds with no network.

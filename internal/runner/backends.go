@@ -10,6 +10,8 @@ import (
 
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/guest"
+	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/sandbox/docker"
 	"github.com/paddockhq/paddock/internal/sandbox/kubernetes"
@@ -58,15 +60,35 @@ func (r *Runner) pruneBackend(ctx context.Context, name string) (sandbox.Backend
 	if b, err := r.backend(ctx, name); err == nil || name != local.Name || r.opts.Backends != nil {
 		return b, err
 	}
-	self, err := os.Executable()
+	bin, err := r.guestBinary(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: self, UIDBase: r.opts.Config.Local.UIDBase})
+	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: bin, UIDBase: r.opts.Config.Local.UIDBase})
+}
+
+// guestBinary is what local boxes carry as their paddock: the slim
+// paddock-guest beside the Runner's executable, or the executable itself
+// (guest.FindBinary). It is looked for once; the reason for a fallback is
+// logged then.
+func (r *Runner) guestBinary(ctx context.Context) (string, error) {
+	r.guestOnce.Do(func() {
+		self, err := os.Executable()
+		if err != nil {
+			r.guestErr = err
+			return
+		}
+		bin, why := guest.FindBinary(ctx, self)
+		if why != "" {
+			r.log.Warn("boxes carry the full paddock binary as their guest, at a cost per process in every box", logkey.Reason, why)
+		}
+		r.guestBin = bin
+	})
+	return r.guestBin, r.guestErr
 }
 
 func (r *Runner) newLocal(ctx context.Context) (sandbox.Backend, error) {
-	self, err := os.Executable()
+	bin, err := r.guestBinary(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +96,7 @@ func (r *Runner) newLocal(ctx context.Context) (sandbox.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: self, ClaudeBinary: claude,
+	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: bin, ClaudeBinary: claude,
 		UIDBase: r.opts.Config.Local.UIDBase})
 }
 

@@ -25,7 +25,7 @@ func testBackends(t testing.TB) map[string]sandbox.Backend {
 	claude := testenv.Claude(t)
 	out := map[string]sandbox.Backend{}
 	root := filepath.Join(testenv.TraversableTempDir(t), "local")
-	lb, err := local.New(local.Config{Root: root, GuestBinary: testenv.PaddockBinary(t), ClaudeBinary: claude})
+	lb, err := local.New(local.Config{Root: root, GuestBinary: testenv.GuestBinary(t), ClaudeBinary: claude})
 	t.Cleanup(func() {
 		if t.Failed() { // the guest's own output, if it said anything
 			logs, _ := filepath.Glob(filepath.Join(root, "boxes", "*", "bwrap.log"))

@@ -117,6 +117,10 @@ type Runner struct {
 	bmu      sync.Mutex
 	backends map[string]sandbox.Backend
 
+	guestOnce sync.Once // guestBinary (backends.go)
+	guestBin  string
+	guestErr  error
+
 	closeOnce sync.Once
 }
 

@@ -73,8 +73,9 @@ func LookPath(t testing.TB, name string) string {
 	return p
 }
 
-// PaddockBinary builds a static paddock binary (the guest) once per test
-// process and returns its path.
+// PaddockBinary builds static paddock and paddock-guest binaries, side by
+// side as make build leaves them, once per test process, and returns
+// paddock's path.
 func PaddockBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -84,25 +85,33 @@ func PaddockBinary(t testing.TB) string {
 			return
 		}
 		_ = os.Chmod(dir, 0o755)
-		out := filepath.Join(dir, "paddock")
 		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/paddock")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, b)
-			return
+		for _, c := range []struct{ out, pkg string }{{"paddock", "./cmd/paddock"}, {"paddock-guest", "./cmd/paddock-guest"}} {
+			cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, c.out), c.pkg)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", c.pkg, err, b)
+				return
+			}
 		}
-		builtBin = out
+		builtBin = filepath.Join(dir, "paddock")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return builtBin
+}
+
+// GuestBinary returns the slim guest binary (cmd/paddock-guest) built
+// beside PaddockBinary: what boxes carry as their paddock.
+func GuestBinary(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(PaddockBinary(t)), "paddock-guest")
 }
 
 var (

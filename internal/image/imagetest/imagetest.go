@@ -57,7 +57,7 @@ func Docker(t testing.TB) *client.Client {
 func BoxImage(t testing.TB, cli *client.Client) string {
 	t.Helper()
 	claude := testenv.Claude(t)
-	guest := testenv.PaddockBinary(t)
+	guest := testenv.GuestBinary(t)
 	once.Do(func() {
 		ctx := context.Background()
 		var progress io.Writer = io.Discard

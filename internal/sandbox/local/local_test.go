@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
-	cfg := Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.PaddockBinary(t)}
+	cfg := Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)}
 	open := func(t *testing.T) sandbox.Backend {
 		b, err := New(cfg)
 		if err != nil {
@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 func TestConnectGivesUpOnAMissingSocket(t *testing.T) {
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
-	be, err := New(Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.PaddockBinary(t)})
+	be, err := New(Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func paddockStart(b *testing.B, be sandbox.Backend, session string) (time.Durati
 func BenchmarkBoxStart(b *testing.B) {
 	testenv.Root(b)
 	testenv.LookPath(b, "bwrap")
-	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(b), "local"), GuestBinary: testenv.PaddockBinary(b)})
+	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(b), "local"), GuestBinary: testenv.GuestBinary(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func BenchmarkBoxStart(b *testing.B) {
 func BenchmarkChannel(b *testing.B) {
 	testenv.Root(b)
 	testenv.LookPath(b, "bwrap")
-	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(b), "local"), GuestBinary: testenv.PaddockBinary(b)})
+	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(b), "local"), GuestBinary: testenv.GuestBinary(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
