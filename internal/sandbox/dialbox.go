@@ -1,22 +1,23 @@
-package local
+package sandbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 
-	"github.com/paddockhq/paddock/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
-// errNotSocket is a guest socket path that holds something other than a
+// ErrNotSocket is a guest socket path that holds something other than a
 // socket: a symlink, most likely, that the box put there. It is refused at
 // once, not retried.
-var errNotSocket = errors.New("not a socket")
+var ErrNotSocket = errors.New("not a socket")
 
-// dialInRoot connects to the unix socket at path (absolute, no "." or
+// DialInRoot connects to the unix socket at path (absolute, no "." or
 // ".." parts) inside the root directory of process pid, resolving every
 // component of path inside that root and following no symlink.
 //
@@ -27,15 +28,15 @@ var errNotSocket = errors.New("not a socket")
 // socket on the host, or to another box's guest. Here each directory is
 // opened with O_NOFOLLOW from the one before, the last component must be a
 // socket, and the connection goes through /proc/self/fd/<its descriptor>.
-func dialInRoot(ctx context.Context, pid int, path string) (net.Conn, error) {
+func DialInRoot(ctx context.Context, pid int, path string) (net.Conn, error) {
 	root, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in the box: open its root: %w", path, err)
 	}
-	fd, err := sandbox.OpenNoFollow(root, path)
+	fd, err := OpenNoFollow(root, path)
 	unix.Close(root)
-	if errors.Is(err, sandbox.ErrSymlink) {
-		return nil, fmt.Errorf("dial %s in the box: %w: %w", path, errNotSocket, err)
+	if errors.Is(err, ErrSymlink) {
+		return nil, fmt.Errorf("dial %s in the box: %w: %w", path, ErrNotSocket, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in the box: %w", path, err)
@@ -46,8 +47,30 @@ func dialInRoot(ctx context.Context, pid int, path string) (net.Conn, error) {
 		return nil, fmt.Errorf("dial %s in the box: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("dial %s in the box: %w", path, errNotSocket)
+		return nil, fmt.Errorf("dial %s in the box: %w", path, ErrNotSocket)
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// ProcStartTime is a process's start time in clock ticks since boot
+// (field 22 of /proc/PID/stat): with the pid, it names one process, not
+// whichever later reuses its pid. ok is false for a process that is gone
+// or a zombie.
+func ProcStartTime(pid int) (start uint64, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 || f[0] == "Z" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
 }

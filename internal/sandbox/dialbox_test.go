@@ -1,4 +1,4 @@
-package local
+package sandbox
 
 import (
 	"context"
@@ -42,23 +42,23 @@ func TestDialInRoot(t *testing.T) {
 	ctx := context.Background()
 	pid := os.Getpid()
 
-	c, err := dialInRoot(ctx, pid, filepath.Join(real, "s.sock"))
+	c, err := DialInRoot(ctx, pid, filepath.Join(real, "s.sock"))
 	if err != nil {
 		t.Fatalf("the socket itself: %v", err)
 	}
 	c.Close()
 	<-accepted
 	for _, p := range []string{"link.sock", "linkdir/s.sock", "file"} {
-		if _, err := dialInRoot(ctx, pid, filepath.Join(dir, p)); !errors.Is(err, errNotSocket) {
-			t.Errorf("%s: %v, want errNotSocket", p, err)
+		if _, err := DialInRoot(ctx, pid, filepath.Join(dir, p)); !errors.Is(err, ErrNotSocket) {
+			t.Errorf("%s: %v, want ErrNotSocket", p, err)
 		}
 	}
 	for _, p := range []string{dir + "/real/../real/s.sock", dir + "/./real/s.sock", dir + "//real/s.sock", dir[1:] + "/real/s.sock"} {
-		if _, err := dialInRoot(ctx, pid, p); err == nil {
+		if _, err := DialInRoot(ctx, pid, p); err == nil {
 			t.Errorf("%s: connected", p)
 		}
 	}
-	if _, err := dialInRoot(ctx, pid, filepath.Join(dir, "missing.sock")); err == nil || errors.Is(err, errNotSocket) {
+	if _, err := DialInRoot(ctx, pid, filepath.Join(dir, "missing.sock")); err == nil || errors.Is(err, ErrNotSocket) {
 		t.Errorf("a missing socket: %v, want a plain error (the guest may still be starting)", err)
 	}
 	select {

@@ -8,15 +8,16 @@
 // privileged, an optional runtime (e.g. runsc) from config. The image's
 // entrypoint is `paddock guest`, PID 1.
 //
-// The channel rides on `docker exec -i <box> paddock guest bridge`, which
-// copies the exec stream to the guest's unix socket in the box.
+// The channel goes straight to the guest's unix socket inside the
+// container's root where the daemon is local and the Runner root; else it
+// rides on `docker exec -i <box> paddock guest bridge`, which copies the
+// exec stream to that socket (channel.go).
 package docker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +27,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
@@ -78,6 +78,11 @@ type Backend struct {
 	cfg Config
 	cli *client.Client
 	mu  sync.Mutex
+
+	// direct: channels go straight to the guest's socket (channel.go).
+	direct bool
+	pmu    sync.Mutex
+	procs  map[string]guestProc // by box id: its guest, while it lives
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -121,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		cli.Close()
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
-	return &Backend{cfg: cfg, cli: cli}, nil
+	return &Backend{cfg: cfg, cli: cli, direct: os.Geteuid() == 0 && isLocalDaemon(cli), procs: map[string]guestProc{}}, nil
 }
 
 // Client exposes the SDK client (image builds share it).
@@ -541,60 +546,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	return b.Inspect(ctx, id)
 }
 
-// Connect implements sandbox.Backend.
-func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	// No inspect first: exec create itself refuses a box that does not run.
-	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
-		User:         fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
-		AttachStdin:  true,
-		AttachStdout: true,
-		AttachStderr: true,
-		Cmd:          []string{GuestPath, "guest", "bridge", "--socket", sandbox.GuestSocket},
-		Env:          []string{"PATH=/usr/bin:/bin"},
-	})
-	if err != nil {
-		if cerrdefs.IsConflict(err) {
-			return nil, fmt.Errorf("box %s is not running: %v: %w", id, err, pdkerr.ErrConflict)
-		}
-		return nil, mapErr("exec bridge", err)
-	}
-	hj, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return nil, mapErr("attach bridge", err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		// Without a tty, Docker multiplexes stdout and stderr in frames.
-		_, err := stdcopy.StdCopy(pw, io.Discard, hj.Reader)
-		if err == nil {
-			err = io.EOF
-		}
-		pw.CloseWithError(err)
-	}()
-	return &execConn{hj: hj.Conn, closeWrite: hj.CloseWrite, r: pr, close: hj.Close}, nil
-}
-
-type execConn struct {
-	hj         io.Writer
-	closeWrite func() error
-	r          *io.PipeReader
-	close      func()
-	once       sync.Once
-}
-
-func (c *execConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
-func (c *execConn) Write(p []byte) (int, error) { return c.hj.Write(p) }
-func (c *execConn) Close() error {
-	c.once.Do(func() {
-		_ = c.closeWrite()
-		c.close()
-		c.r.Close()
-	})
-	return nil
-}
-
 // Stop implements sandbox.Backend.
 func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) error {
+	b.forget(id)
 	secs := 5
 	if o.Timeout > 0 {
 		secs = int((o.Timeout + time.Second - 1) / time.Second)
@@ -612,6 +566,7 @@ func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) er
 
 // Remove implements sandbox.Backend.
 func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions) error {
+	b.forget(id)
 	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
 		return nil

@@ -2,13 +2,17 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
@@ -294,5 +298,71 @@ func TestCheckImage(t *testing.T) {
 		if err == nil || !errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "`"+c.command+"`") {
 			t.Errorf("%s %v: got %v, want a conflict naming `%s`", c.ref, c.labels, err, c.command)
 		}
+	}
+}
+
+// TestTwoChannels: as root with the local daemon, a channel goes straight
+// to the guest's socket and makes no exec in the container; the exec path
+// (a remote daemon's, or a Runner that is not root) still works, through
+// `paddock guest bridge`, and a pid that is not the container's own is
+// never dialled.
+func TestTwoChannels(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	img := imagetest.BoxImage(t, cli)
+	b, err := New(context.Background(), Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker"), Owner: testenv.UniqueOwner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if !b.direct {
+		t.Fatal("root with the local daemon's unix socket, yet the direct channel is off")
+	}
+	s := sandboxtest.Setup{Backend: b, ReadOnlyRoot: true}
+	box := sandboxtest.StartBox(t, s, fmt.Sprintf("chan-%d", time.Now().UnixNano()%1e9), sandbox.Limits{}, "")
+	execs := func() int {
+		res, err := cli.ContainerInspect(context.Background(), box.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Container.ExecIDs)
+	}
+	if out, _, code := box.Run(t, "echo direct"); code != 0 || out != "direct\n" {
+		t.Fatalf("over the direct channel: %d %q", code, out)
+	}
+	if n := execs(); n != 0 {
+		t.Fatalf("the direct channel made %d execs in the container", n)
+	}
+
+	b.direct = false
+	cl := sandboxtest.Connect(t, b, box.ID)
+	defer cl.Close()
+	bridged := &sandboxtest.Box{Box: box.Box, Client: cl}
+	if out, _, code := bridged.Run(t, "echo bridged"); code != 0 || out != "bridged\n" {
+		t.Fatalf("over the exec channel: %d %q", code, out)
+	}
+	if n := execs(); n != 1 {
+		t.Fatalf("the exec channel made %d execs, want 1 (the bridge)", n)
+	}
+	b.direct = true
+
+	// A cached pid that is not the container's (here: this test's own
+	// process) is refused, not dialled.
+	b.forget(box.ID)
+	b.pmu.Lock()
+	b.procs[box.ID] = guestProc{pid: os.Getpid(), start: 1}
+	b.pmu.Unlock()
+	if g, err := b.guestOf(context.Background(), box.ID); err != nil || g.pid == os.Getpid() {
+		t.Fatalf("a stale cached pid was used: %+v %v", g, err)
+	}
+	if _, err := b.guestOf(context.Background(), "paddock-no-such-box"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a missing box: %v", err)
+	}
+	// After a stop, Connect says the box does not run.
+	if err := b.Stop(context.Background(), box.ID, sandbox.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Connect(context.Background(), box.ID); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("connect to a stopped box: %v", err)
 	}
 }

@@ -423,23 +423,7 @@ func (b *Backend) setRetired(uids []int) {
 }
 
 // startTime reads a process's start time (field 22 of /proc/<pid>/stat).
-func startTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	return v, err == nil
-}
+func startTime(pid int) (uint64, bool) { return sandbox.ProcStartTime(pid) }
 
 func alive(pid int, start uint64) bool {
 	st, ok := startTime(pid)
@@ -693,7 +677,7 @@ func (b *Backend) unmountWorkspace(r *record) error {
 
 // Connect implements sandbox.Backend. The socket is reached inside the
 // guest's root, component by component, following no symlink
-// (dialInRoot): a box that puts a symlink at its own socket path gets a
+// (sandbox.DialInRoot): a box that puts a symlink at its own socket path gets a
 // refusal, and the Runner never connects outside the box.
 func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	r, err := b.load(id)
@@ -710,8 +694,8 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	defer cancel()
 	var lastErr error
 	for {
-		c, err := dialInRoot(ctx, r.PID, sandbox.GuestSocket)
-		if errors.Is(err, errNotSocket) {
+		c, err := sandbox.DialInRoot(ctx, r.PID, sandbox.GuestSocket)
+		if errors.Is(err, sandbox.ErrNotSocket) {
 			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", id, err)
 		}
 		if err == nil {
