@@ -3,6 +3,8 @@ package guest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -188,5 +190,53 @@ func TestPut(t *testing.T) {
 	}
 	if err := Put(strings.NewReader("only one"), []string{a, b}); err == nil {
 		t.Fatal("missing part accepted")
+	}
+}
+
+// TestSelfTestOfAnOlderGuest: a guest that does not know the selftest
+// stream (an image built before it) answers as every guest answers an
+// unknown type, and the client says so with ErrUnknownType, which the
+// Runner takes to run `paddock guest selftest` as a process instead.
+func TestSelfTestOfAnOlderGuest(t *testing.T) {
+	a, b := net.Pipe()
+	srv, err := channel.NewServer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		for {
+			st, _, h, err := srv.AcceptHeader()
+			if err != nil {
+				return
+			}
+			// What Guest.handle's default case answers.
+			_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("unknown stream type %q", h.Type)})
+			st.Close()
+		}
+	}()
+	cl, err := channel.NewClient(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.SelfTest("127.0.0.1:3128", time.Now().Add(5*time.Second)); !errors.Is(err, channel.ErrUnknownType) {
+		t.Fatalf("an older guest's answer: %v", err)
+	}
+	// And this guest knows it: its answer is the checks, as the command prints them.
+	out, err := startGuest(t).SelfTest("", time.Now().Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range ParseChecks(out) {
+		names = append(names, c.Name)
+	}
+	var want []string
+	for _, c := range SelfTest("") {
+		want = append(want, c.Name)
+	}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("checks over the channel %v, in process %v", names, want)
 	}
 }

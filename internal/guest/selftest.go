@@ -71,6 +71,18 @@ func ParseChecks(out string) []Check {
 	return checks
 }
 
+// Passed reports whether the self-test's output holds checks and every
+// one passed; an empty or garbled output is no pass.
+func Passed(out string) bool {
+	checks := ParseChecks(out)
+	for _, c := range checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(checks) > 0
+}
+
 // Failed names the failed checks of the self-test's output ("name:
 // detail; …"), or gives the output itself when it holds no check.
 func Failed(out string) string {

@@ -1,10 +1,14 @@
 package guest
 
 import (
+	"net"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -16,8 +20,60 @@ func TestSelfTestSeesLeaks(t *testing.T) {
 	testenv.Root(t)
 	testenv.LookPath(t, "unshare")
 	testenv.LookPath(t, "ip")
-	bin := testenv.PaddockBinary(t)
-	run := func(setup string) (map[string]Check, int) { return runSelfTest(t, bin, setup, "") }
+	bin := testenv.GuestBinary(t)
+	t.Run("process", func(t *testing.T) {
+		seesLeaks(t, func(setup string) (map[string]Check, int) { return runSelfTest(t, bin, setup, "") })
+	})
+	// What the Runner does: the running guest answers over the channel.
+	t.Run("channel", func(t *testing.T) {
+		seesLeaks(t, func(setup string) (map[string]Check, int) { return selfTestOverChannel(t, bin, setup) })
+	})
+}
+
+// selfTestOverChannel starts the guest binary in a new network namespace
+// after the shell commands setup, asks it for the self-test over a channel
+// and returns the checks by name, and 1 if any failed (as the process's
+// exit code would be).
+func selfTestOverChannel(t *testing.T, bin, setup string) (map[string]Check, int) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "g.sock")
+	cmd := exec.Command("unshare", "--net", "sh", "-c", setup+`; exec "$0" guest --socket "$1"`, bin, sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var c net.Conn
+	var err error
+	for i := 0; i < 400; i++ {
+		if c, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := channel.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out, err := cl.SelfTest("", time.Now().Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]Check{}
+	for _, c := range ParseChecks(out) {
+		checks[c.Name] = c
+	}
+	code := 0
+	if !Passed(out) {
+		code = 1
+	}
+	return checks, code
+}
+
+func seesLeaks(t *testing.T, run func(setup string) (map[string]Check, int)) {
 	closed, code := run("ip link set lo up")
 	if code != 0 || !closed["only-loopback"].OK || !closed["no-route"].OK || !closed["no-resolver"].OK || !closed["connect-fails-locally"].OK {
 		t.Fatalf("a closed namespace failed the self-test: %d %+v", code, closed)

@@ -6,11 +6,22 @@ package perf
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// Rounds is a benchmark's number of rounds: PADDOCK_BENCH_ROUNDS when set
+// to a positive number, else def.
+func Rounds(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("PADDOCK_BENCH_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // Pct returns the p-quantile (0..1) of samples; 0 for none.
 func Pct(samples []time.Duration, p float64) time.Duration {

@@ -101,6 +101,13 @@ func TestFreezeAndThaw(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.RemoveSession(ctx, s.ID, false)
+			// The start is on record, step by step, each step inside it.
+			ls := s.LastStart
+			total := session.MS(ls.Launched.Sub(ls.Began))
+			if ls.Began.IsZero() || ls.BoxMS <= 0 || ls.ChannelMS <= 0 || ls.SelfTestMS <= 0 || ls.ClaudeMS <= 0 ||
+				ls.BoxMS+ls.ChannelMS+ls.SelfTestMS+ls.ClaudeMS > total {
+				t.Fatalf("the start's record: %+v (%.3f ms in all)", ls, total)
+			}
 			tok := boxToken(t, r, s.ID)
 			pid := panePID(t, r, s.ID)
 			if code, body := proxied(t, r, tok); code != 200 {
@@ -230,7 +237,7 @@ func TestAutoFreezeAndSleep(t *testing.T) {
 func BenchmarkFreezeWake(b *testing.B) {
 	r, _ := freezeRunner(b, nil)
 	ctx := context.Background()
-	type row struct{ frozen, stopped []time.Duration }
+	type row struct{ awake, frozen, thawed, stopped []time.Duration }
 	rows := map[string]*row{}
 	backends := []string{"local", "docker"}
 	ids := map[string]string{}
@@ -247,16 +254,22 @@ func BenchmarkFreezeWake(b *testing.B) {
 	keys := []rune("αβγδεζηθικλμνξοπρστυφχψ")
 	k := 0
 	for i := 0; i < b.N; i++ {
-		for round := 0; round < 5; round++ {
+		for round := 0; round < perf.Rounds(5); round++ {
 			for _, be := range backends {
 				id := ids[be]
+				// The baseline: the same attach and echo, nothing frozen.
+				t0 := time.Now()
+				echo(b, r, id, keys[k%len(keys)])
+				rows[be].awake = append(rows[be].awake, time.Since(t0))
+				k++
 				if _, err := r.Freeze(ctx, id); err != nil {
 					b.Fatal(err)
 				}
-				t0 := time.Now()
+				t0 = time.Now()
 				if _, err := r.Wake(ctx, id); err != nil {
 					b.Fatal(err)
 				}
+				rows[be].thawed = append(rows[be].thawed, time.Since(t0))
 				echo(b, r, id, keys[k%len(keys)])
 				rows[be].frozen = append(rows[be].frozen, time.Since(t0))
 				k++
@@ -273,10 +286,10 @@ func BenchmarkFreezeWake(b *testing.B) {
 			}
 		}
 	}
-	t := perf.Table{Title: "Wake → a key echoed in claude's prompt (ms)", Header: []string{"backend", "from frozen p50", "p90", "from stopped p50", "p90"}}
+	t := perf.Table{Title: "Wake → a key echoed in claude's prompt (ms)", Header: []string{"backend", "awake: attach → echo p50", "from frozen p50", "p90", "of it, the wake call p50", "from stopped p50", "p90"}}
 	for _, be := range backends {
 		rw := rows[be]
-		t.Add(be, perf.MS(perf.Pct(rw.frozen, .5)), perf.MS(perf.Pct(rw.frozen, .9)), perf.MS(perf.Pct(rw.stopped, .5)), perf.MS(perf.Pct(rw.stopped, .9)))
+		t.Add(be, perf.MS(perf.Pct(rw.awake, .5)), perf.MS(perf.Pct(rw.frozen, .5)), perf.MS(perf.Pct(rw.frozen, .9)), perf.MS(perf.Pct(rw.thawed, .5)), perf.MS(perf.Pct(rw.stopped, .5)), perf.MS(perf.Pct(rw.stopped, .9)))
 		b.ReportMetric(float64(perf.Pct(rw.frozen, .5).Microseconds())/1000, "frozen-wake-p50-ms/"+be)
 	}
 	t.Write(os.Stderr)

@@ -449,11 +449,13 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		s.ClaudeVersion = v
 	}
+	began := time.Now()
 	bx, err := be.Create(ctx, co)
 	if err != nil {
 		r.fail(&s, "create box: "+err.Error())
 		return s, err
 	}
+	created := time.Since(began)
 	s.BoxID = bx.ID
 	if err := r.save(&s); err != nil {
 		return s, err
@@ -463,7 +465,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		s.Desired = session.Asleep
 		return s, r.save(&s)
 	}
-	if err := r.start(ctx, &s, be); err != nil {
+	if err := r.start(ctx, &s, be, began, created); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -478,37 +480,57 @@ func (r *Runner) fail(s *session.Session, reason string) {
 
 // start starts the box (if needed), links it and starts claude: the first
 // time with --session-id, then with --resume.
-func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backend) error {
+//
+// began is when the start began and created how long creating the box
+// took (for a new session; 0 otherwise): s.LastStart counts both.
+func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backend, began time.Time, created time.Duration) error {
+	t := session.StartTimes{Began: began}
+	lap := func(ms *float64) func() {
+		t0 := time.Now()
+		return func() { *ms = session.MS(time.Since(t0)) }
+	}
+	done := lap(&t.BoxMS)
 	if _, err := be.Start(ctx, s.BoxID); err != nil {
 		r.fail(s, "start box: "+err.Error())
 		return err
 	}
+	done()
 	if _, err := r.setPolicy(s); err != nil {
 		r.fail(s, "egress policy: "+err.Error())
 		return err
 	}
 	r.trackLimits(s)
+	done = lap(&t.ChannelMS)
 	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		r.fail(s, "connect to box: "+err.Error())
 		return err
 	}
+	done()
+	done = lap(&t.SelfTestMS)
 	if err := r.selfTest(ctx, link, s); err != nil {
 		link.Close()
 		r.fail(s, err.Error())
 		_ = be.Stop(ctx, s.BoxID, sandbox.StopOptions{})
 		return err
 	}
+	done()
+	done = lap(&t.ClaudeMS)
 	env, err := r.launch(ctx, s, link)
 	if err != nil {
 		link.Close()
 		r.fail(s, "start claude: "+err.Error())
 		return err
 	}
+	done()
+	t.Launched = time.Now()
+	t.BoxMS += session.MS(created)
 	r.setLive(s.ID, &live{link: link, env: env})
 	again := s.Started // claude ran in this session before: its conversation is resumed if on disk
 	s.Started, s.Desired, s.Observed, s.Reason = true, session.Running, session.Running, ""
-	r.log.Info("session running", logkey.Session, s.ID, "resume", again)
+	s.LastStart = t
+	r.log.Info("session running", logkey.Session, s.ID, "resume", again,
+		"box_ms", t.BoxMS, "channel_ms", t.ChannelMS, "selftest_ms", t.SelfTestMS, "claude_ms", t.ClaudeMS)
 	return r.save(s)
 }
 
@@ -709,20 +731,33 @@ exec "$@"`
 	return env, nil
 }
 
-// selfTest runs `paddock guest selftest` in the box before claude starts:
-// the session fails, with the failed checks as its reason, if the posture
-// leaks. A box on a pod network (Capabilities.PodNetwork) proves instead
-// that its interface reaches nothing.
+// selfTest has the box's guest run the egress self-test before claude
+// starts, in its own process: the session fails, with the failed checks as
+// its reason, if the posture leaks. An older guest, which cannot, runs
+// `paddock guest selftest` as a process instead. A box on a pod network
+// (Capabilities.PodNetwork) proves instead that its interface reaches
+// nothing, in a process.
 func (r *Runner) selfTest(ctx context.Context, link *Link, s *session.Session) error {
 	args := []string{"guest", "selftest", "--proxy", BoxEgressAddr}
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
 		return err
 	}
-	if be.Capabilities(ctx).PodNetwork {
-		args = append(args, "--pod-network")
+	pod := be.Capabilities(ctx).PodNetwork
+	var out string
+	code := 0
+	if !pod {
+		out, err = link.Client.SelfTest(BoxEgressAddr, time.Now().Add(runTimeout))
+		if err == nil && !guest.Passed(out) {
+			code = 1
+		}
 	}
-	out, code, err := runIn(link.Client, []string{"PATH=/opt/paddock/bin:/usr/local/bin:/usr/bin:/bin"}, nil, "paddock", args...)
+	if pod || errors.Is(err, channel.ErrUnknownType) {
+		if pod {
+			args = append(args, "--pod-network")
+		}
+		out, code, err = runIn(link.Client, []string{"PATH=/opt/paddock/bin:/usr/local/bin:/usr/bin:/bin"}, nil, "paddock", args...)
+	}
 	if err != nil {
 		return fmt.Errorf("egress self-test: %w", err)
 	}
@@ -1025,7 +1060,7 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 		}
 		s.BoxID = bx.ID
 	}
-	return s, r.start(ctx, &s, be)
+	return s, r.start(ctx, &s, be, time.Now(), 0)
 }
 
 // RemoveSession stops and deletes the box and, unless keepVolume (which is

@@ -176,9 +176,32 @@ type Session struct {
 	Restart  activity.Policy   `json:"restart,omitempty"`
 	Restarts activity.Restarts `json:"restarts,omitzero"`
 
+	// LastStart is how the last start of claude in a box (a create, or a
+	// wake of a stopped box) spent its time; shown by inspect.
+	LastStart StartTimes `json:"last_start,omitzero"`
+
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }
+
+// StartTimes is where one start of a session's claude went, in
+// milliseconds, each step as the Runner timed it. Box is the backend's
+// own work (creating and starting the box: bwrap, the Docker daemon, a
+// pod); the rest is paddock's: the channel to the guest, the egress
+// self-test in the box, and seeding Claude Code's config and starting
+// tmux and claude. Launched is when claude was started, the moment after
+// which the time to its prompt is Claude Code's own.
+type StartTimes struct {
+	Began      time.Time `json:"began"`
+	BoxMS      float64   `json:"box_ms"`
+	ChannelMS  float64   `json:"channel_ms"`
+	SelfTestMS float64   `json:"selftest_ms"`
+	ClaudeMS   float64   `json:"claude_ms"`
+	Launched   time.Time `json:"launched"`
+}
+
+// MS is d in milliseconds, to the microsecond.
+func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Live reports whether the session still owns objects (not removed).
 func (s *Session) Live() bool { return s.Observed != Removed }
