@@ -47,6 +47,9 @@ type Header struct {
 	// listen / forward
 	Addr    string `json:"addr,omitempty"`
 	Service string `json:"service,omitempty"`
+	// put
+	Files []PutFile `json:"files,omitempty"`
+	Aside []string  `json:"aside,omitempty"`
 }
 
 // Reply answers a Header.

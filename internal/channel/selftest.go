@@ -23,16 +23,22 @@ const maxSelfTest = 64 << 10
 // guest.
 var ErrUnknownType = errors.New("the guest does not know this stream type")
 
+// unknownType makes a guest's refusal of a stream type it does not know
+// ErrUnknownType; other errors are returned as they are.
+func unknownType(err error) error {
+	var re *RemoteError
+	if errors.As(err, &re) && strings.HasPrefix(re.Msg, "unknown stream type") {
+		return fmt.Errorf("%w: %v", ErrUnknownType, err)
+	}
+	return err
+}
+
 // SelfTest has the guest run its self-test and returns the checks' JSON
 // lines.
 func (c *Client) SelfTest(proxy string, deadline time.Time) (string, error) {
 	st, br, err := c.open(Header{Type: TypeSelfTest, Addr: proxy}, deadline)
 	if err != nil {
-		var re *RemoteError
-		if errors.As(err, &re) && strings.HasPrefix(re.Msg, "unknown stream type") {
-			return "", fmt.Errorf("%w: %v", ErrUnknownType, err)
-		}
-		return "", err
+		return "", unknownType(err)
 	}
 	defer st.Close()
 	if !deadline.IsZero() {

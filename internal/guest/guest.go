@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,6 +174,8 @@ func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h cha
 		g.exec(st, br, h)
 	case channel.TypeEvents:
 		g.events(srv, st)
+	case channel.TypePut:
+		g.put(st, br, h)
 	case channel.TypeSelfTest:
 		// In the guest's own process: no new process in the box for it.
 		if err := channel.WriteJSONLine(st, channel.Reply{OK: true}); err == nil {
@@ -472,10 +475,11 @@ func Bridge(socket string, stdin io.Reader, stdout io.Writer) error {
 }
 
 // Put writes the NUL-separated parts of r to paths, one part each, each
-// atomically (a temporary file in the same directory, then rename), mode
-// 0600, creating parent directories. Config files in JSON never hold a NUL.
+// atomically (writeFile), creating parent directories. Config files in
+// JSON never hold a NUL. It is `paddock guest put`, for a Runner whose
+// guest is older than the put stream (put).
 func Put(r io.Reader, paths []string) error {
-	data, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(r, channel.MaxPut))
 	if err != nil {
 		return err
 	}
@@ -484,16 +488,75 @@ func Put(r io.Reader, paths []string) error {
 		return fmt.Errorf("guest put: %d parts on stdin for %d files", len(parts), len(paths))
 	}
 	for i, p := range paths {
-		if err := os.MkdirAll(dirOf(p), 0o700); err != nil {
-			return err
-		}
-		tmp := p + ".paddock-tmp"
-		if err := os.WriteFile(tmp, []byte(parts[i]), 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, p); err != nil {
+		if err := writeFile(p, []byte(parts[i])); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// writeFile writes data to p atomically (a temporary file in the same
+// directory, then rename), mode 0600, creating parent directories 0700.
+func writeFile(p string, data []byte) error {
+	if err := os.MkdirAll(dirOf(p), 0o700); err != nil {
+		return err
+	}
+	tmp := p + ".paddock-tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// put is channel.TypePut: the files come on the stream after the reply,
+// and are written by this process (no new one in the box), after the
+// files to keep aside are renamed to <path>.invalid. A second reply says
+// how it went.
+func (g *Guest) put(st net.Conn, br *bufio.Reader, h channel.Header) {
+	defer st.Close()
+	refuse := func(msg string) { _ = channel.WriteJSONLine(st, channel.Reply{Error: msg}) }
+	total := 0
+	for _, f := range h.Files {
+		if f.Size < 0 || f.Size > channel.MaxPut || !cleanAbs(f.Path) {
+			refuse(fmt.Sprintf("put: %q (%d bytes): a file must have a clean absolute path and a size within %d", f.Path, f.Size, channel.MaxPut))
+			return
+		}
+		total += f.Size
+	}
+	for _, p := range h.Aside {
+		if !cleanAbs(p) {
+			refuse(fmt.Sprintf("put: keep aside %q: not a clean absolute path", p))
+			return
+		}
+	}
+	if total > channel.MaxPut {
+		refuse(fmt.Sprintf("put: %d bytes, more than %d", total, channel.MaxPut))
+		return
+	}
+	if channel.WriteJSONLine(st, channel.Reply{OK: true}) != nil {
+		return
+	}
+	_ = st.SetReadDeadline(time.Now().Add(30 * time.Second))
+	data := make([][]byte, len(h.Files))
+	for i, f := range h.Files {
+		data[i] = make([]byte, f.Size)
+		if _, err := io.ReadFull(br, data[i]); err != nil {
+			refuse("put: read " + f.Path + ": " + err.Error())
+			return
+		}
+	}
+	for _, p := range h.Aside {
+		if err := os.Rename(p, p+".invalid"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			g.log.Warn("guest: put: keep aside", "path", p, "error", err)
+		}
+	}
+	for i, f := range h.Files {
+		if err := writeFile(f.Path, data[i]); err != nil {
+			refuse("put: " + err.Error())
+			return
+		}
+	}
+	_ = channel.WriteJSONLine(st, channel.Reply{OK: true})
+}
+
+func cleanAbs(p string) bool { return strings.HasPrefix(p, "/") && path.Clean(p) == p }

@@ -1,11 +1,13 @@
 package guest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -194,7 +196,7 @@ func TestPut(t *testing.T) {
 }
 
 // TestSelfTestOfAnOlderGuest: a guest that does not know the selftest
-// stream (an image built before it) answers as every guest answers an
+// and put streams (an image built before it) answers as every guest answers an
 // unknown type, and the client says so with ErrUnknownType, which the
 // Runner takes to run `paddock guest selftest` as a process instead.
 func TestSelfTestOfAnOlderGuest(t *testing.T) {
@@ -223,6 +225,10 @@ func TestSelfTestOfAnOlderGuest(t *testing.T) {
 	if _, err := cl.SelfTest("127.0.0.1:3128", time.Now().Add(5*time.Second)); !errors.Is(err, channel.ErrUnknownType) {
 		t.Fatalf("an older guest's answer: %v", err)
 	}
+	// The same for put, which the Runner then leaves to the start script.
+	if err := cl.Put([]channel.PutFile{{Path: "/tmp/x", Data: []byte("x")}}, nil, time.Now().Add(5*time.Second)); !errors.Is(err, channel.ErrUnknownType) {
+		t.Fatalf("an older guest's answer to put: %v", err)
+	}
 	// And this guest knows it: its answer is the checks, as the command prints them.
 	out, err := startGuest(t).SelfTest("", time.Now().Add(20*time.Second))
 	if err != nil {
@@ -238,5 +244,61 @@ func TestSelfTestOfAnOlderGuest(t *testing.T) {
 	}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("checks over the channel %v, in process %v", names, want)
+	}
+}
+
+// TestPutOverTheChannel: the guest writes the files it is sent, after
+// keeping aside the ones named, and refuses a path that is not clean and
+// absolute, or a put that sends less than it announced, writing nothing.
+func TestPutOverTheChannel(t *testing.T) {
+	cl := startGuest(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "cfg", "a.json"), filepath.Join(dir, "b.json")
+	if err := os.WriteFile(b, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dl := time.Now().Add(10 * time.Second)
+	if err := cl.Put([]channel.PutFile{{Path: a, Data: []byte(`{"a":1}`)}, {Path: b, Data: []byte(`{"b":2}`)}, {Path: filepath.Join(dir, "empty"), Data: nil}}, []string{b}, dl); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{a: `{"a":1}`, b: `{"b":2}`, b + ".invalid": "not json", filepath.Join(dir, "empty"): ""} {
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q %v, want %q", p, got, err, want)
+		}
+	}
+	if fi, err := os.Stat(a); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode of a written file: %v %v", fi.Mode(), err)
+	}
+	for _, bad := range []string{"rel/x", dir + "/../x", dir + "//x", ""} {
+		err := cl.Put([]channel.PutFile{{Path: bad, Data: []byte("x")}}, nil, dl)
+		var re *channel.RemoteError
+		if !errors.As(err, &re) || !strings.Contains(re.Msg, "clean absolute path") {
+			t.Errorf("put to %q: %v", bad, err)
+		}
+	}
+	if err := cl.Put(nil, []string{"../x"}, dl); err == nil {
+		t.Error("keeping aside a relative path was not refused")
+	}
+	// A file announced larger than what follows: the stream ends first,
+	// and nothing is written.
+	short := filepath.Join(dir, "short")
+	g := &Guest{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	runner, guestEnd := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.put(guestEnd, bufio.NewReader(guestEnd), channel.Header{Type: channel.TypePut, Files: []channel.PutFile{{Path: short, Size: 10}}})
+	}()
+	br := bufio.NewReader(runner)
+	var r channel.Reply
+	if err := channel.ReadJSONLine(br, &r); err != nil || !r.OK {
+		t.Fatalf("the put's first reply: %+v %v", r, err)
+	}
+	runner.Write([]byte("abc"))
+	runner.Close()
+	<-done
+	if _, err := os.Stat(short); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a short put wrote its file: %v", err)
 	}
 }

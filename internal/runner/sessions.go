@@ -507,8 +507,13 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		return err
 	}
 	done()
+	// The self-test must pass before claude may start; reading Claude
+	// Code's config, which needs no credential, goes on beside it.
 	done = lap(&t.SelfTestMS)
-	if err := r.selfTest(ctx, link, s); err != nil {
+	tested := make(chan error, 1)
+	go func() { tested <- r.selfTest(ctx, link, s) }()
+	read := readBoxConfig(link)
+	if err := <-tested; err != nil {
 		link.Close()
 		r.fail(s, err.Error())
 		_ = be.Stop(ctx, s.BoxID, sandbox.StopOptions{})
@@ -516,7 +521,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 	}
 	done()
 	done = lap(&t.ClaudeMS)
-	env, err := r.launch(ctx, s, link)
+	env, err := r.launchWith(ctx, s, link, read)
 	if err != nil {
 		link.Close()
 		r.fail(s, "start claude: "+err.Error())
@@ -559,27 +564,54 @@ func (r *Runner) credentialEnv(s *session.Session) (varName, value string, err e
 	return cred.Kind.EnvVar(), tok.Reveal(), nil
 }
 
+// Claude Code's config directory and its two files, in every box.
+var (
+	boxConfigDir    = sandbox.HomeDir + "/" + claudecode.ConfigDirName
+	boxClaudeJSON   = boxConfigDir + "/.claude.json"
+	boxSettingsJSON = boxConfigDir + "/settings.json"
+)
+
+// boxConfig is what readBoxConfig read: both config files, NUL-separated.
+type boxConfig struct {
+	out string
+	sep int // the last NUL
+	err error
+}
+
+// readBoxConfig reads both of Claude Code's config files in one exec,
+// NUL-separated (split at the last NUL: valid JSON holds none). It reads
+// only regular files, and at most configMax+1 bytes of each, since the
+// box writes them: a FIFO or a device there reads as no file and is
+// replaced.
+func readBoxConfig(link *Link) boxConfig {
+	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
+		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
+		"sh", boxClaudeJSON, boxSettingsJSON)
+	sep := strings.LastIndexByte(out, 0)
+	if err != nil || code != 0 || sep < 0 {
+		return boxConfig{err: fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)}
+	}
+	return boxConfig{out: out, sep: sep}
+}
+
 // launch seeds Claude Code's config and (re)starts tmux with claude.
 func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]string, error) {
+	return r.launchWith(ctx, s, link, readBoxConfig(link))
+}
+
+// launchWith is launch with the config already read (start reads it
+// beside the self-test).
+func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link, read boxConfig) ([]string, error) {
+	if read.err != nil {
+		return nil, read.err
+	}
 	varName, value, err := r.credentialEnv(s)
 	if err != nil {
 		return nil, err
 	}
-	cfgDir := sandbox.HomeDir + "/" + claudecode.ConfigDirName
-	claudeJSON, settingsJSON := cfgDir+"/.claude.json", cfgDir+"/settings.json"
+	cfgDir, claudeJSON, settingsJSON := boxConfigDir, boxClaudeJSON, boxSettingsJSON
 	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
-
-	// One exec reads both config files, NUL-separated (split at the last
-	// NUL: valid JSON holds none). It reads only regular files, and at
-	// most configMax+1 bytes of each, since the box writes them: a FIFO or
-	// a device there reads as no file and is replaced.
-	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
-		"sh", claudeJSON, settingsJSON)
-	sep := strings.LastIndexByte(out, 0)
-	if err != nil || code != 0 || sep < 0 {
-		return nil, fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)
-	}
+	out, sep := read.out, read.sep
 	// At the first start only: the creator's settings and MCP servers,
 	// laid over what was read, so the seeding below (paddock's keys) wins.
 	first := r.pendingFirstStart(s)
@@ -596,14 +628,16 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
 	}
-	// What the start script does with each file: a file over configMax
-	// (Claude Code's own .claude.json can grow to megabytes) is left as
-	// it is; one that is not a JSON object (a box killed while Claude Code
-	// wrote it, or an agent's doing) is kept aside as <name>.invalid; the
-	// seeded ones are written, NUL-separated on stdin. Every path here is
+	// What becomes of each file (the guest's put does it, or, with an
+	// older guest, the start script): a file over configMax (Claude Code's
+	// own .claude.json can grow to megabytes) is left as it is; one that
+	// is not a JSON object (a box killed while Claude Code wrote it, or an
+	// agent's doing) is kept aside as <name>.invalid; the seeded ones are
+	// written (for the script, NUL-separated on stdin). Every path here is
 	// under sandbox.HomeDir: no space in it.
 	var aside, write []string
 	var stdin []byte
+	var seeded [][]byte
 	for _, f := range []struct {
 		path, read string
 		seeded     []byte
@@ -624,6 +658,7 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 		}
 		stdin = append(stdin, f.seeded...)
 		write = append(write, f.path)
+		seeded = append(seeded, f.seeded)
 	}
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
 		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
@@ -663,14 +698,34 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 			"CLAUDE_CODE_SKIP_FAST_MODE_ORG_CHECK=1",
 			// The owner's claude.ai connectors are not the agent's to list.
 			"ENABLE_CLAUDEAI_MCP_SERVERS=false")
-		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
-		if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
-			return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
-		}
 	}
 	env := claudecode.Env(o)
 	if err := first.write(link); err != nil { // the setup's files, ~/.gitconfig, the prompt
 		return nil, err
+	}
+	// The guest writes the seeded files (and the CA certificate) itself,
+	// after keeping aside the ones that were not JSON: no process in the
+	// box for it. An older guest cannot: the start script does it below,
+	// with `paddock guest put`.
+	files := make([]channel.PutFile, 0, len(write)+1)
+	for i, p := range write {
+		files = append(files, channel.PutFile{Path: p, Data: seeded[i]})
+	}
+	if r.direct(s) {
+		files = append(files, channel.PutFile{Path: BoxCAFile, Data: r.ca.PEM})
+	}
+	switch err := link.Client.Put(files, aside, time.Now().Add(runTimeout)); {
+	case errors.Is(err, channel.ErrUnknownType):
+		if r.direct(s) {
+			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
+				return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
+			}
+		}
+	case err != nil:
+		return nil, fmt.Errorf("write Claude Code's config in the box: %w", err)
+	default:
+		aside, write, stdin = nil, nil, nil
 	}
 
 	// A second exec writes both files atomically, replaces any running tmux

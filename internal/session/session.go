@@ -188,8 +188,8 @@ type Session struct {
 // milliseconds, each step as the Runner timed it. Box is the backend's
 // own work (creating and starting the box: bwrap, the Docker daemon, a
 // pod); the rest is paddock's: the channel to the guest, the egress
-// self-test in the box, and seeding Claude Code's config and starting
-// tmux and claude. Launched is when claude was started, the moment after
+// self-test in the box (with the read of Claude Code's config, beside
+// it), and seeding that config and starting tmux and claude. Launched is when claude was started, the moment after
 // which the time to its prompt is Claude Code's own.
 type StartTimes struct {
 	Began      time.Time `json:"began"`
