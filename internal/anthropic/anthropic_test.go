@@ -176,6 +176,16 @@ func TestSummarizeMatchesReference(t *testing.T) {
 			t.Errorf("%s:\n got  %+v\n want %+v", s, got, want)
 		}
 	}
+	// Long strings, read 8 bytes at a time (plainRun): each byte that ends
+	// or breaks a run, or should not, at every offset of a word.
+	for _, special := range []string{`\"`, `\\`, `\n`, `\u00e9`, "\x00", "\x01", "\x1f", "\x20", "\x21", "\x5b", "\x5c", "\x5d", "\x7f", "\x80", "\xff", "é", `"`} {
+		for pos := 0; pos < 24; pos++ {
+			body := `{"model":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 17) + `","stream":true}`
+			if got, want := Summarize([]byte(body)), summarizeReference([]byte(body)); !reflect.DeepEqual(got, want) {
+				t.Errorf("%q:\n got  %+v\n want %+v", body, got, want)
+			}
+		}
+	}
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
 	if got, want := Summarize([]byte(`{"a":`+deep+`,"model":"m"}`)), summarizeReference([]byte(`{"a":`+deep+`,"model":"m"}`)); !reflect.DeepEqual(got, want) {
 		t.Errorf("deep nesting: got %+v want %+v", got, want)

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 )
 
@@ -325,6 +326,10 @@ func (s *summarizer) str() bool {
 	}
 	s.i++
 	for s.i < len(s.b) {
+		s.plainRun()
+		if s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -358,6 +363,26 @@ func (s *summarizer) str() bool {
 		}
 	}
 	return false
+}
+
+// plainRun skips, 8 bytes at a time, what needs no look in a string: no
+// quote, no backslash, no control character. A whole conversation is
+// mostly such bytes, and the summary is read off every request (SWAR:
+// each test is exact as to whether some byte in the word matches; the
+// byte loop in str then finds which).
+func (s *summarizer) plainRun() {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for s.i+8 <= len(s.b) {
+		v := binary.LittleEndian.Uint64(s.b[s.i:])
+		quote, backslash := v^(ones*'"'), v^(ones*'\\')
+		zq := (quote - ones) &^ quote & highs         // a '"'
+		zb := (backslash - ones) &^ backslash & highs // a '\\'
+		lt := (v - ones*0x20) &^ v & highs            // a byte below 0x20
+		if zq|zb|lt != 0 {
+			return
+		}
+		s.i += 8
+	}
 }
 
 // number validates and skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
