@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,9 +20,11 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/guest"
 	"github.com/paddockhq/paddock/internal/image"
 	"github.com/paddockhq/paddock/internal/image/imagetest"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/docker"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -77,6 +80,21 @@ func TestImageBuildNoFlags(t *testing.T) {
 		if got := ins.Config.Labels[k]; got != want {
 			t.Errorf("label %s = %q, want %q", k, got, want)
 		}
+	}
+	// The image's paddock is the slim guest built beside the CLI.
+	sum, err := exec.Command("docker", "run", "--rm", "--network", "none", "--entrypoint", "sha256sum", id, docker.GuestPath).Output()
+	if err != nil {
+		t.Fatalf("sha256sum in the image: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join(filepath.Dir(bin), guest.BinaryName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(sum)); len(got) == 0 || got[0] != fmt.Sprintf("%x", sha256.Sum256(want)) {
+		t.Fatalf("the image's %s is not paddock-guest: %s", docker.GuestPath, sum)
+	}
+	if strings.Contains(progress, "carries the full paddock") {
+		t.Fatalf("the build says it fell back to the full binary:\n%s", progress)
 	}
 	again, progress := build()
 	if again != id {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -25,6 +26,9 @@ type Check struct {
 // outside address failing locally (tried only when there is no route, so
 // no packet can leave even if isolation were broken), and when proxy is
 // set, that the egress proxy answers and refuses what it should.
+//
+// The checks that wait on the network (the lookup, the connect, the proxy)
+// run side by side; the result lists every check in the same order.
 func SelfTest(proxy string) []Check {
 	var out []Check
 	add := func(name string, ok bool, detail string) { out = append(out, Check{name, ok, detail}) }
@@ -35,25 +39,36 @@ func SelfTest(proxy string) []Check {
 	routes := countRoutes()
 	add("no-route", routes == 0, fmt.Sprintf("%d routes besides loopback", routes))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	addrs, err := net.DefaultResolver.LookupHost(ctx, "paddock-selftest.example.com")
-	cancel()
-	add("no-resolver", err != nil, fmt.Sprintf("lookup gave %v %v", addrs, errString(err)))
-
+	var resolver, connect, proxied Check
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, "paddock-selftest.example.com")
+		cancel()
+		resolver = Check{"no-resolver", err != nil, fmt.Sprintf("lookup gave %v %v", addrs, errString(err))}
+	})
 	if routes == 0 {
-		c, err := net.DialTimeout("tcp", "192.0.2.1:80", time.Second) // TEST-NET-1
-		if c != nil {
-			c.Close()
-		}
-		local := errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
-		add("connect-fails-locally", err != nil && local, "connect 192.0.2.1:80: "+errString(err))
+		wg.Go(func() {
+			c, err := net.DialTimeout("tcp", "192.0.2.1:80", time.Second) // TEST-NET-1
+			if c != nil {
+				c.Close()
+			}
+			local := errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+			connect = Check{"connect-fails-locally", err != nil && local, "connect 192.0.2.1:80: " + errString(err)}
+		})
 	} else {
-		add("connect-fails-locally", false, "not tried: the box has a route")
+		connect = Check{"connect-fails-locally", false, "not tried: the box has a route"}
 	}
-
 	if proxy != "" {
-		ok, detail := proxyRefuses(proxy)
-		add("egress-proxy-answers", ok, detail)
+		wg.Go(func() {
+			ok, detail := proxyRefuses(proxy)
+			proxied = Check{"egress-proxy-answers", ok, detail}
+		})
+	}
+	wg.Wait()
+	out = append(out, resolver, connect)
+	if proxy != "" {
+		out = append(out, proxied)
 	}
 	return out
 }

@@ -749,9 +749,12 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 		"set-hook", "-g", "pane-died", "run-shell -b 'paddock guest hook pane-died'", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		exitWrap(first.claudeArgv(claudecode.Args(o)))...)
+	// Each external command here is a process in the box (2–3 ms on a
+	// small VM): the builtin tests skip those with nothing to do.
+	tmuxSock := fmt.Sprintf("/tmp/tmux-%d/%s", sandbox.BoxUID, TmuxSocket)
 	script := `set -e
 cfg=$1 tx=$2 aside=$3 write=$4; shift 4
-mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
+[ -d "$cfg" ] && [ -d "$CLAUDE_CODE_TMPDIR" ] || mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
 for f in $aside; do mv -f "$f" "$f.invalid" || true; done
 if [ -n "$write" ]; then paddock guest put $write; fi  # stdin: those files, NUL-separated
 # An old server (set, re-adoption) goes first, and fully: a client that
@@ -763,15 +766,17 @@ old_claude() {  # a process other than this shell with claude's flag in its argv
   done
   return 1
 }
-if tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
+if [ -S ` + tmuxSock + ` ] && tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
   i=0; while { tmux -L ` + TmuxSocket + ` has-session 2>/dev/null || old_claude; } && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
   sleep 0.05
 fi
-rm -f ` + claudeExitFile + `  # the last claude's end, if any: not this one's
-if grep -qs '"type":"user"' "$tx"; then
-  for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
-elif [ -e "$tx" ]; then
-  mv -f "$tx" "$tx.unresumable"
+[ ! -e ` + claudeExitFile + ` ] || rm -f ` + claudeExitFile + `  # the last claude's end, if any: not this one's
+if [ -e "$tx" ]; then
+  if grep -qs '"type":"user"' "$tx"; then
+    for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
+  else
+    mv -f "$tx" "$tx.unresumable"
+  fi
 fi
 exec "$@"`
 	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
