@@ -28,9 +28,16 @@ func startGuest(t *testing.T) *channel.Client {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{Socket: sock}) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return dialGuest(t, sock)
+}
+
+// dialGuest connects a channel to the guest at sock once it listens
+// (within 2 s); the channel is closed at the test's end.
+func dialGuest(t *testing.T, sock string) *channel.Client {
+	t.Helper()
 	var c net.Conn
 	var err error
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 400; i++ {
 		if c, err = net.Dial("unix", sock); err == nil {
 			break
 		}

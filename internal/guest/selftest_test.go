@@ -1,14 +1,12 @@
 package guest
 
 import (
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -42,23 +40,7 @@ func selfTestOverChannel(t *testing.T, bin, setup string) (map[string]Check, int
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	var c net.Conn
-	var err error
-	for i := 0; i < 400; i++ {
-		if c, err = net.Dial("unix", sock); err == nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := channel.NewClient(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out, err := cl.SelfTest("", time.Now().Add(20*time.Second))
+	out, err := dialGuest(t, sock).SelfTest("", time.Now().Add(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/errdefs"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,4 +76,45 @@ func ProcStartTime(pid int) (start uint64, ok bool) {
 	}
 	v, err := strconv.ParseUint(f[19], 10, 64)
 	return v, err == nil
+}
+
+// DialGuest connects to the guest socket (GuestSocket) of box, whose
+// guest is process pid with start time start (ProcStartTime), through
+// DialInRoot. A guest that runs but does not listen yet is tried again
+// every 2 ms, for at most wait: a running guest has its socket within
+// milliseconds, and one whose socket is still missing after that has lost
+// it (the box may delete it). A guest that ends meanwhile gives
+// ErrConflict, its message followed by why() when why is not nil.
+func DialGuest(ctx context.Context, box string, pid int, start uint64, wait time.Duration, why func() string) (net.Conn, error) {
+	alive := func() bool { st, ok := ProcStartTime(pid); return ok && st == start }
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var lastErr error
+	for {
+		c, err := DialInRoot(ctx, pid, GuestSocket)
+		if errors.Is(err, ErrNotSocket) {
+			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", box, err)
+		}
+		if err == nil {
+			// Re-check: the pid must still be the box's guest.
+			if !alive() {
+				c.Close()
+				return nil, fmt.Errorf("box %s stopped: %w", box, errdefs.ErrConflict)
+			}
+			return c, nil
+		}
+		lastErr = err
+		if !alive() {
+			reason := ""
+			if why != nil {
+				reason = why()
+			}
+			return nil, fmt.Errorf("box %s stopped while connecting%s: %w", box, reason, errdefs.ErrConflict)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to box %s: %w (last: %v)", box, ctx.Err(), lastErr)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }

@@ -40,7 +40,9 @@ const (
 // `--setid-guard`, exec's start codes. A box image carries the number of
 // the paddock that built it (LabelGuestProtocol); the docker backend
 // refuses an image with a lower one, with the command that rebuilds it.
-// Raise it with every change a box image must follow.
+// Raise it with every change a box image must follow. (The selftest and
+// put streams did not raise it: the Runner falls back to `guest selftest`
+// and `guest put` with a guest that does not know them.)
 const GuestProtocol = 2
 
 // Labels on a box image.

@@ -117,33 +117,7 @@ func (b *Backend) connectDirect(ctx context.Context, id string) (io.ReadWriteClo
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, directWait)
-	defer cancel()
-	var lastErr error
-	for {
-		c, err := sandbox.DialInRoot(ctx, g.pid, sandbox.GuestSocket)
-		if errors.Is(err, sandbox.ErrNotSocket) {
-			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", id, err)
-		}
-		st, alive := sandbox.ProcStartTime(g.pid)
-		alive = alive && st == g.start
-		if err == nil {
-			if !alive { // the pid must still be the box's guest
-				c.Close()
-				return nil, fmt.Errorf("box %s stopped: %w", id, pdkerr.ErrConflict)
-			}
-			return c, nil
-		}
-		lastErr = err
-		if !alive {
-			return nil, fmt.Errorf("box %s stopped while connecting: %w", id, pdkerr.ErrConflict)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to box %s: %w (last: %v)", id, ctx.Err(), lastErr)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	return sandbox.DialGuest(ctx, id, g.pid, g.start, directWait, nil)
 }
 
 // connectExec is the channel through `paddock guest bridge` under

@@ -687,35 +687,7 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	if r.PID == 0 || !alive(r.PID, r.PIDStart) {
 		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
 	}
-	// A guest that runs has its socket within milliseconds; one whose
-	// socket is still missing after connectWait has lost it (the box may
-	// delete it), and waiting on would hold whatever waits for this box.
-	ctx, cancel := context.WithTimeout(ctx, connectWait)
-	defer cancel()
-	var lastErr error
-	for {
-		c, err := sandbox.DialInRoot(ctx, r.PID, sandbox.GuestSocket)
-		if errors.Is(err, sandbox.ErrNotSocket) {
-			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", id, err)
-		}
-		if err == nil {
-			// Re-check: the pid must still be the box's guest.
-			if !alive(r.PID, r.PIDStart) {
-				c.Close()
-				return nil, fmt.Errorf("box %s stopped: %w", id, errdefs.ErrConflict)
-			}
-			return c, nil
-		}
-		lastErr = err
-		if !alive(r.PID, r.PIDStart) {
-			return nil, fmt.Errorf("box %s stopped while connecting%s: %w", id, b.whyStopped(r.ID), errdefs.ErrConflict)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to box %s: %w (last: %v)", id, ctx.Err(), lastErr)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	return sandbox.DialGuest(ctx, id, r.PID, r.PIDStart, connectWait, func() string { return b.whyStopped(r.ID) })
 }
 
 // whyStopped is what bwrap said as the box ended, if anything: the last
