@@ -20,13 +20,13 @@ const BinaryName = "paddock-guest"
 // BinaryName beside self (paddock's own executable) when it is a regular
 // executable file that reports this paddock's version, or else self,
 // whose `guest` command is the same (guest.Main) at a larger cost per
-// process. why says, when self is chosen although a paddock-guest was
-// there, why it was passed over; it is empty otherwise.
+// process. why says, when self is chosen, why paddock-guest was not; it
+// is empty when paddock-guest is chosen.
 func FindBinary(ctx context.Context, self string) (path, why string) {
 	cand := filepath.Join(filepath.Dir(self), BinaryName)
 	fi, err := os.Stat(cand)
 	if err != nil {
-		return self, ""
+		return self, fmt.Sprintf("no %s beside %s (make build and make install put it there)", BinaryName, self)
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return self, fmt.Sprintf("%s is not an executable file", cand)
