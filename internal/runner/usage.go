@@ -37,12 +37,12 @@ func (l userLimiter) AccountEntry(e *decisionlog.Entry) {
 	if e.Kind != "" || tk.Total() == 0 {
 		return
 	}
-	t := l.r.prices()
-	if _, ok := t.Lookup(e.Model); !ok && l.r.unpriced.first(e.Model) {
+	p, known := l.r.prices().ChargedPrice(e.Model)
+	if !known && l.r.unpriced.first(e.Model) {
 		l.r.log.Warn("a model has no price in the config's [prices]; budgets in money charge it at the dearest price and paddock usage shows its cost as unknown; add it as [prices.models.\"ID\"]",
 			logkey.Session, e.Session, "model", logkey.Clip(e.Model, 128))
 	}
-	l.r.usage.AccountUSD(e.Session, t.Charge(e.Model, tk))
+	l.r.usage.AccountUSD(e.Session, p.Cost(tk))
 }
 
 // onceEach says yes to the first time of each of up to onceEachMax keys

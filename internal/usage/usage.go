@@ -66,8 +66,22 @@ type Table struct {
 	Models map[string]Price `toml:"models" json:"models,omitempty"`
 }
 
-// dated is the suffix of a dated or -latest model id.
-var dated = regexp.MustCompile(`-(\d{8}|latest)$`)
+// undated is m without a trailing "-YYYYMMDD" or "-latest" (what the
+// regexp dated matches, without its cost on every request).
+func undated(m string) string {
+	if base, ok := strings.CutSuffix(m, "-latest"); ok {
+		return base
+	}
+	if i := len(m) - 9; i >= 0 && m[i] == '-' {
+		for _, c := range m[i+1:] {
+			if c < '0' || c > '9' {
+				return m
+			}
+		}
+		return m[:i]
+	}
+	return m
+}
 
 // Lookup returns the price of model, and false when no key matches.
 func (t Table) Lookup(model string) (Price, bool) {
@@ -81,7 +95,7 @@ func (t Table) Lookup(model string) (Price, bool) {
 	if p, ok := t.Models[m]; ok {
 		return p, true
 	}
-	if base := dated.ReplaceAllString(m, ""); base != m {
+	if base := undated(m); base != m {
 		if p, ok := t.Models[base]; ok {
 			return p, true
 		}
@@ -113,11 +127,17 @@ func (t Table) Ceiling() Price {
 // Charge is what a budget in money counts for one request: its cost at
 // the model's price, or at the Ceiling when the model has none.
 func (t Table) Charge(model string, tk Tokens) float64 {
-	p, ok := t.Lookup(model)
-	if !ok {
-		p = t.Ceiling()
-	}
+	p, _ := t.ChargedPrice(model)
 	return p.Cost(tk)
+}
+
+// ChargedPrice is the price Charge counts model at: its own, or the
+// table's ceiling when known is false.
+func (t Table) ChargedPrice(model string) (p Price, known bool) {
+	if p, ok := t.Lookup(model); ok {
+		return p, true
+	}
+	return t.Ceiling(), false
 }
 
 // keyRE is what a Table key may be.

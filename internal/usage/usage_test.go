@@ -3,6 +3,7 @@ package usage
 import (
 	"encoding/json"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,19 @@ func TestParseSince(t *testing.T) {
 		"99999999999d", "1y", strings.Repeat("9", 100) + "h", "2027-01-01T00:00:00Z"} {
 		if got, err := ParseSince(s, now); err == nil {
 			t.Errorf("ParseSince(%q) = %v, want an error", s, got)
+		}
+	}
+}
+
+// TestUndated holds the hand-written suffix strip to the regexp it
+// replaced, on the edges of both forms.
+func TestUndated(t *testing.T) {
+	dated := regexp.MustCompile(`-(\d{8}|latest)$`)
+	for _, m := range []string{"", "-", "claude-x", "claude-opus-4-5-20251101", "claude-opus-4-5-2025110", "claude-opus-4-5-202511011",
+		"claude-opus-4-5-latest", "latest", "-latest", "x-latest-latest", "-12345678", "12345678", "x-1234567a", "x_12345678",
+		"claude-3-5-sonnet-20241022[1m]", "x-١٢٣٤٥٦٧٨", "x--20250101"} {
+		if got, want := undated(m), dated.ReplaceAllString(m, ""); got != want {
+			t.Errorf("undated(%q) = %q, the regexp gives %q", m, got, want)
 		}
 	}
 }
