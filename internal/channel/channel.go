@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -72,13 +73,20 @@ const (
 	TypeForward = "forward"
 )
 
+// A keepalive every keepAliveInterval; a ping or a write that takes
+// longer than writeTimeout ends the channel. (Variables for the tests.)
+var (
+	keepAliveInterval = 15 * time.Second
+	writeTimeout      = 30 * time.Second
+)
+
 // yamuxConfig is shared by both ends: keepalives find a dead peer; the
 // stream window is large enough for terminal bursts and API streams.
 func yamuxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.EnableKeepAlive = true
-	c.KeepAliveInterval = 15 * time.Second
-	c.ConnectionWriteTimeout = 30 * time.Second
+	c.KeepAliveInterval = keepAliveInterval
+	c.ConnectionWriteTimeout = writeTimeout
 	c.MaxStreamWindowSize = 1 << 20
 	c.LogOutput = io.Discard
 	c.AcceptBacklog = 1024
@@ -87,17 +95,53 @@ func yamuxConfig() *yamux.Config {
 
 // Client is the Runner's end of one box's channel.
 type Client struct {
-	sess *yamux.Session
+	sess   *yamux.Session
+	paused atomic.Bool // keepalive (PauseKeepAlive)
 }
 
-// NewClient starts the Runner's end over conn.
+// NewClient starts the Runner's end over conn. Its keepalive is its own
+// (keepAlive), not yamux's, so that it can pause while the box is frozen.
 func NewClient(conn io.ReadWriteCloser) (*Client, error) {
-	s, err := yamux.Client(conn, yamuxConfig())
+	cfg := yamuxConfig()
+	cfg.EnableKeepAlive = false
+	s, err := yamux.Client(conn, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("channel: %w", err)
 	}
-	return &Client{sess: s}, nil
+	c := &Client{sess: s}
+	go c.keepAlive(cfg.KeepAliveInterval)
+	return c, nil
 }
+
+// keepAlive pings the guest every interval and ends the channel when a
+// ping fails (yamux's Ping gives up after ConnectionWriteTimeout), as
+// yamux's own keepalive does; but not while paused, nor for a ping that
+// failed while paused.
+func (c *Client) keepAlive(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.sess.CloseChan():
+			return
+		case <-t.C:
+		}
+		if c.paused.Load() {
+			continue
+		}
+		if _, err := c.sess.Ping(); err != nil && !c.paused.Load() {
+			c.sess.Close()
+			return
+		}
+	}
+}
+
+// PauseKeepAlive stops pinging the guest until ResumeKeepAlive: a frozen
+// guest answers nothing, and its channel must not end for that.
+func (c *Client) PauseKeepAlive() { c.paused.Store(true) }
+
+// ResumeKeepAlive pings the guest again.
+func (c *Client) ResumeKeepAlive() { c.paused.Store(false) }
 
 // Close ends the channel and every stream on it.
 func (c *Client) Close() error { return c.sess.Close() }

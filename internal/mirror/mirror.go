@@ -432,6 +432,19 @@ func (m *Mirror) applySize(ctx context.Context) error {
 	return err
 }
 
+// Evict removes every participant: each one's Read ends with ErrClosed,
+// as when the mirror ends, while the mirror itself goes on (a frozen
+// session's: whoever attaches next thaws it and joins anew).
+func (m *Mirror) Evict() {
+	m.mu.Lock()
+	parts := m.parts
+	m.parts = map[*Participant]struct{}{}
+	m.mu.Unlock()
+	for p := range parts {
+		p.close()
+	}
+}
+
 // Leave removes the participant.
 func (p *Participant) Leave() {
 	p.m.mu.Lock()

@@ -224,3 +224,41 @@ func TestQueueBytesBound(t *testing.T) {
 		t.Fatalf("%d bytes still counted after reading all", p.queued.Load())
 	}
 }
+
+// TestEvict: every participant's Read ends with ErrClosed and a Leave
+// after it is harmless, while the mirror goes on: a new participant joins
+// and drives.
+func TestEvict(t *testing.T) {
+	m, _ := realTmux(t)
+	ctx := context.Background()
+	d, err := m.Join(ctx, Driver, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := m.Join(ctx, Observer, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Evict()
+	for _, p := range []*Participant{d, o} {
+		for {
+			if _, err := p.Read(ctx); errors.Is(err, ErrClosed) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Leave()
+	}
+	select {
+	case <-m.Done():
+		t.Fatal("the mirror ended with its participants")
+	default:
+	}
+	again, err := m.Join(ctx, Driver, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Send(ctx, []byte("echo after-$((3+4))\r"))
+	readUntil(t, again, "after-7")
+}

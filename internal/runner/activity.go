@@ -376,7 +376,7 @@ func (r *Runner) checkPane(id string, l *Link) {
 		return
 	}
 	s, err := r.reload(id)
-	if err != nil || s.Observed != session.Running {
+	if err != nil || s.Observed != session.Running || s.Frozen { // a frozen box answers nothing
 		return
 	}
 	r.act.mu.Lock()

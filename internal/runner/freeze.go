@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/activity"
@@ -17,35 +16,13 @@ import (
 // The freeze tier: a frozen session keeps its box and every process's
 // memory, stopped at once (the cgroup freezer of a local box, docker pause
 // for a docker one). Its session token is suspended, so the proxy refuses
-// it exactly as a revoked one, and its channel is closed (a frozen guest
-// answers no keepalive). Thawing resumes the processes where they were,
-// links the channel again and lifts the suspension: no new claude, no
-// --resume, the same token.
-
-// frozenEnvs keeps each frozen session's claude environment, so a thaw
-// needs no process in the box to read it back. Lost on a Runner restart;
-// the thaw then reads it from tmux.
-type frozenEnvs struct {
-	mu sync.Mutex
-	m  map[string][]string
-}
-
-func (f *frozenEnvs) put(id string, env []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[string][]string{}
-	}
-	f.m[id] = env
-}
-
-func (f *frozenEnvs) take(id string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	env := f.m[id]
-	delete(f.m, id)
-	return env
-}
+// it exactly as a revoked one. Its channel stays open with its keepalive
+// paused (a frozen guest answers none), and so does the terminal mirror,
+// whose participants are sent away (whoever attaches next thaws it).
+// Thawing resumes the processes where they were, the keepalive and the
+// token: no new claude, no --resume, the same token, the same channel.
+// After a Runner restart a frozen session has no channel; its thaw links
+// one.
 
 // Freeze freezes a running session (paddock sleep --freeze). reason says
 // why, for the session's record ("" for a person's request).
@@ -79,13 +56,11 @@ func (r *Runner) freezeSession(ctx context.Context, ref, reason string) (session
 	}
 	// The token first: from here the proxy refuses it, as a revoked one.
 	r.tokens.Suspend(s.ID)
-	r.frozen.put(s.ID, lv.env)
-	r.setLive(s.ID, nil) // closes the channel: a frozen guest answers no keepalive
+	lv.link.Client.PauseKeepAlive() // a frozen guest answers no keepalive
+	lv.evict()                      // attached people leave; the mirror stays
 	if err := fz.Freeze(ctx, s.BoxID); err != nil {
-		r.frozen.take(s.ID)
+		lv.link.Client.ResumeKeepAlive()
 		r.tokens.Resume(s.ID)
-		// The box runs on; link it again as after a Runner restart.
-		r.reconcileOne(ctx, &s)
 		return s, err
 	}
 	now := time.Now().UTC()
@@ -112,16 +87,25 @@ func (r *Runner) thaw(ctx context.Context, s *session.Session) error {
 	if err := fz.Thaw(ctx, s.BoxID); err != nil && !errdefs.Is(err, errdefs.ErrConflict) {
 		return err
 	}
+	if lv := r.getLive(s.ID); lv != nil {
+		// Frozen by this Runner: its channel and mirror are still there
+		// (the mirror starts now if it never had: the next attach is near).
+		lv.link.Client.ResumeKeepAlive()
+		r.tokens.Resume(s.ID)
+		go func() { _, _ = lv.mirrorOf(context.Background()) }()
+		s.Frozen, s.FrozenAt, s.Reason = false, time.Time{}, ""
+		r.log.Info("session thawed", logkey.Session, s.ID)
+		return r.save(s)
+	}
+	// Frozen before this Runner started: link a channel.
 	link, err := r.linkSession(ctx, be, s)
 	if err != nil {
 		return fmt.Errorf("thaw: link its box again: %w", err)
 	}
-	env := r.frozen.take(s.ID)
-	if env == nil { // the Runner restarted while it was frozen
-		if env, err = readTmuxEnv(link.Client); err != nil {
-			link.Close()
-			return fmt.Errorf("thaw: read claude's environment: %w", err)
-		}
+	env, err := readTmuxEnv(link.Client)
+	if err != nil {
+		link.Close()
+		return fmt.Errorf("thaw: read claude's environment: %w", err)
 	}
 	r.tokens.Resume(s.ID)
 	if _, err := r.setPolicy(s); err != nil {

@@ -114,10 +114,30 @@ func TestFreezeAndThaw(t *testing.T) {
 				t.Fatalf("before freezing: %d %s", code, body)
 			}
 			_, revokedBody := proxied(t, r, "pdk_st_"+strings.Repeat("A", 43))
+			// Someone attached: a freeze sends them away; the channel stays.
+			part, err := r.Attach(ctx, s.ID, api.AttachRequest{Role: "observer", Rows: 24, Cols: 80})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer part.Leave()
+			link := r.getLive(s.ID).link
 
 			fs, err := r.Freeze(ctx, s.Name)
 			if err != nil {
 				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			for {
+				if _, err := part.Read(rctx); err != nil {
+					if rctx.Err() != nil {
+						t.Fatal("an attached participant stayed through the freeze")
+					}
+					break
+				}
+			}
+			cancel()
+			if lv := r.getLive(s.ID); lv == nil || lv.link != link {
+				t.Fatal("the freeze closed the session's channel")
 			}
 			if !fs.Frozen || fs.Observed != session.Running || fs.BoxID != s.BoxID {
 				t.Fatalf("frozen: %+v", fs)
@@ -135,9 +155,12 @@ func TestFreezeAndThaw(t *testing.T) {
 					t.Fatal("the box's cgroup is not frozen")
 				}
 			}
-			// An exec thaws it: the same claude, the same token.
+			// An exec thaws it: the same claude, the same token, the same channel.
 			if got := panePID(t, r, s.ID); got != pid {
 				t.Fatalf("claude's pane after a thaw: %s, was %s", got, pid)
+			}
+			if lv := r.getLive(s.ID); lv == nil || lv.link != link {
+				t.Fatal("the thaw made a new channel")
 			}
 			if cur, _ := r.Session(ctx, s.ID); cur.Frozen {
 				t.Fatal("still frozen after an exec")

@@ -63,6 +63,10 @@ func (r *Runner) readTranscript(ctx context.Context, s session.Session) (*ledger
 	if err := r.waitAdopted(ctx); err != nil {
 		return nil, nil, err
 	}
+	// A frozen box answers nothing: it is thawed, as for an exec.
+	if err := r.thawIfFrozen(ctx, s.ID); err != nil {
+		return nil, nil, err
+	}
 	lv := r.getLive(s.ID)
 	if lv == nil || lv.link == nil {
 		return nil, nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet; try again in a moment: %w", s.Name, errdefs.ErrUnavailable)

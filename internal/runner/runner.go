@@ -100,7 +100,6 @@ type Runner struct {
 	metrics     *metrics.Metrics
 	pmu         sync.Mutex
 	noOwnCred   sync.Map                  // session ids known to have no credential of their own
-	frozen      frozenEnvs                // claude's environment of each frozen session
 	policies    map[string]*egress.Policy // by session id; none means offline
 
 	sess sessionsState

@@ -179,6 +179,7 @@ func (r *Runner) watchLink(id string, l *Link) {
 		}
 	}
 	s.Observed = session.Asleep
+	s.Frozen, s.FrozenAt = false, time.Time{} // a frozen box killed from outside is no longer frozen
 	_ = r.save(&s)
 	r.log.Warn("session box lost", logkey.Session, s.ID, logkey.Reason, s.Reason)
 }
@@ -1009,7 +1010,6 @@ func (r *Runner) detach(id string) error {
 		return err
 	}
 	r.tokens.Resume(id) // a frozen session's suspension ends with its token
-	r.frozen.take(id)
 	r.dropPolicy(id)
 	r.setLive(id, nil)
 	return nil
@@ -1364,6 +1364,15 @@ func (r *Runner) Attach(ctx context.Context, ref string, req api.AttachRequest) 
 
 // mirrorOf returns the live session's mirror, starting a control-mode
 // client (tmux -C attach over the channel) if there is none or it ended.
+// evict sends every attached participant away, keeping the mirror.
+func (lv *live) evict() {
+	lv.mmu.Lock()
+	defer lv.mmu.Unlock()
+	if lv.mirror != nil {
+		lv.mirror.Evict()
+	}
+}
+
 func (lv *live) mirrorOf(ctx context.Context) (*mirror.Mirror, error) {
 	lv.mmu.Lock()
 	defer lv.mmu.Unlock()
