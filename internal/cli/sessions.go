@@ -516,10 +516,24 @@ func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role, keys string) e
 	}
 	err = runStream(cmd, o, ref, open, true, true, detach, role == "observer")
 	var ee exitError
-	if errors.As(err, &ee) {
-		return nil // the mirror ended (claude's terminal closed): not an error of attach
+	if err != nil && !errors.As(err, &ee) {
+		return err
 	}
-	return err
+	// The terminal ended (not an error of attach): say why when the
+	// session no longer runs as it did (frozen, asleep, removed).
+	if s, serr := c.Session(cmd.Context(), ref); serr == nil {
+		switch {
+		case s.Frozen:
+			fmt.Fprintf(o.Stderr, "\r\n%s was frozen; paddock attach %s (or paddock wake %s) thaws it\r\n", ref, ref, ref)
+		case s.Observed != session.Running && s.Reason != "":
+			fmt.Fprintf(o.Stderr, "\r\n%s is %s: %s\r\n", ref, s.Observed, s.Reason)
+		case s.Observed != session.Running:
+			fmt.Fprintf(o.Stderr, "\r\n%s is %s\r\n", ref, s.Observed)
+		}
+	} else if errdefs.Is(serr, errdefs.ErrNotFound) {
+		fmt.Fprintf(o.Stderr, "\r\n%s was removed\r\n", ref)
+	}
+	return nil
 }
 
 // terminalReset leaves the alternate screen and turns off mouse

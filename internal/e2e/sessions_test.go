@@ -374,6 +374,26 @@ func TestAttachAndDetach(t *testing.T) {
 	if code != 0 || !strings.Contains(kout.String(), "detached from att") {
 		t.Fatalf("attach --detach-keys ctrl-a,d: %d %q", code, kout.String())
 	}
+
+	// A freeze sends whoever is attached away, and their attach says why.
+	idle := &slowReader{done: make(chan struct{})} // no keys: stays attached
+	defer close(idle.done)
+	var fout testenv.Buffer
+	attached := make(chan int, 1)
+	go func() { attached <- mainWithStdin2(ctx, e, idle, &fout, "attach", name) }()
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(plain(fout.String()), "turn 1") && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.pd("sleep", "--freeze", name)
+	select {
+	case code := <-attached:
+		if want := "att was frozen; paddock attach att (or paddock wake att) thaws it"; code != 0 || !strings.Contains(fout.String(), want) {
+			t.Fatalf("attach through a freeze: %d, want %q in %q", code, want, fout.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a freeze left an attach in place")
+	}
+	e.pd("wake", name)
 	e.pd("rm", "-f", name)
 }
 
