@@ -57,7 +57,6 @@ func (r *Runner) freezeSession(ctx context.Context, ref, reason string) (session
 	// The token first: from here the proxy refuses it, as a revoked one.
 	r.tokens.Suspend(s.ID)
 	lv.link.Client.PauseKeepAlive() // a frozen guest answers no keepalive
-	lv.evict()                      // attached people leave; the mirror stays
 	if err := fz.Freeze(ctx, s.BoxID); err != nil {
 		lv.link.Client.ResumeKeepAlive()
 		r.tokens.Resume(s.ID)
@@ -70,7 +69,12 @@ func (r *Runner) freezeSession(ctx context.Context, ref, reason string) (session
 		s.Reason = "frozen " + reason + "; paddock wake (or attach) thaws it"
 	}
 	r.log.Info("session frozen", logkey.Session, s.ID, logkey.Reason, cmp.Or(reason, "asked"))
-	return s, r.save(&s)
+	err = r.save(&s)
+	// Attached people leave once the freeze is on record, so that what
+	// they ask next (attach says why its terminal ended) finds it; the
+	// mirror stays.
+	lv.evict()
+	return s, err
 }
 
 // thaw resumes a frozen session's processes, links its channel again and
