@@ -310,14 +310,57 @@ func ownCluster(t *testing.T) {
 }
 
 // noneInNamespace fails the test for every process in mount namespace ns.
+//
+// A namespace's number is free again once the namespace is gone, and the
+// other test packages running beside this one make new ones all the time
+// (bwrap boxes): a process that started after the check began is not the
+// run's, whatever its namespace's number. One that is still ending is
+// given three seconds.
 func noneInNamespace(t *testing.T, ns string) {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/ns/mnt")
-	for _, p := range procs {
-		if got, _ := os.Readlink(p); got == ns {
-			t.Errorf("%s is still in the run's mount namespace", filepath.Dir(filepath.Dir(p)))
+	checked := uptimeTicks(t)
+	left := func() []string {
+		var out []string
+		procs, _ := filepath.Glob("/proc/[0-9]*/ns/mnt")
+		for _, p := range procs {
+			dir := filepath.Dir(filepath.Dir(p))
+			if got, _ := os.Readlink(p); got != ns {
+				continue
+			}
+			pid, _ := strconv.Atoi(filepath.Base(dir))
+			if start, ok := sandbox.ProcStartTime(pid); ok && start <= checked {
+				out = append(out, dir)
+			}
+		}
+		return out
+	}
+	for end := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		l := left()
+		if len(l) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			for _, d := range l {
+				t.Errorf("%s is still in the run's mount namespace", d)
+			}
+			return
 		}
 	}
+}
+
+// uptimeTicks is the time since boot in clock ticks (USER_HZ, 100 on
+// Linux), the unit of a process's start time in /proc/PID/stat.
+func uptimeTicks(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(secs*100) + 1
 }
 
 // noneLeft fails the test for each of a run's cgroups, its link and its
