@@ -47,9 +47,20 @@ func TestLedgerJoinsTranscript(t *testing.T) {
 		t.Fatalf("the log holds %d tool results, want the two calls'", len(results))
 	}
 
-	out, errs, code := e.pdRun("ledger", name, "--with-transcript", "--format", "jsonl")
-	if code != 0 || errs != "" {
-		t.Fatalf("ledger: exit %d: %s", code, errs)
+	// Claude Code appends to its transcript a moment after it draws: the
+	// ledger is read again until every result has its call's command, for
+	// up to 15 s; the checks below then hold whatever it read last.
+	var out string
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var errs string
+		var code int
+		out, errs, code = e.pdRun("ledger", name, "--with-transcript", "--format", "jsonl")
+		if code != 0 || errs != "" {
+			t.Fatalf("ledger: exit %d: %s", code, errs)
+		}
+		if allJoined(out) || time.Now().After(end) {
+			break
+		}
 	}
 	var recs []ledger.Record
 	byID := map[string]*ledger.Record{}
@@ -118,7 +129,7 @@ func TestLedgerJoinsTranscript(t *testing.T) {
 	}
 
 	// CSV: the same records, a header first.
-	out, errs, code = e.pdRun("ledger", name, "--with-transcript", "--format", "csv")
+	out, errs, code := e.pdRun("ledger", name, "--with-transcript", "--format", "csv")
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if code != 0 || err != nil || len(rows) != len(recs)+1 || strings.Join(rows[0], ",") != strings.Join(ledger.CSVHeader, ",") {
 		t.Fatalf("csv: exit %d %v, %d rows for %d records: %s", code, err, len(rows), len(recs), errs)
@@ -126,4 +137,21 @@ func TestLedgerJoinsTranscript(t *testing.T) {
 	if !strings.Contains(out, "Bash: "+uname) {
 		t.Fatalf("csv names no command:\n%s", out)
 	}
+}
+
+// allJoined reports whether every tool result in a ledger's JSONL has its
+// call's name and command (from the transcript).
+func allJoined(out string) bool {
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r ledger.Record
+		if json.Unmarshal([]byte(l), &r) != nil {
+			return false
+		}
+		for _, tr := range r.ToolResults {
+			if tr.Name == "" || tr.Command == "" {
+				return false
+			}
+		}
+	}
+	return true
 }
