@@ -49,6 +49,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +129,13 @@ func Start(t testing.TB) *Cluster {
 	}
 	if shared.c == nil && shared.err == nil {
 		shared.c, shared.err = start(context.Background(), t.Logf)
+		// A port picked free can be taken by another process before a
+		// component binds it (test packages run side by side): start
+		// again, on new ports. A failed start has undone everything.
+		for i := 0; i < 2 && shared.err != nil && strings.Contains(shared.err.Error(), "address already in use"); i++ {
+			t.Logf("k8stest: a port was taken before the cluster bound it; starting again on new ports")
+			shared.c, shared.err = start(context.Background(), t.Logf)
+		}
 		if shared.err == nil {
 			t.Logf("k8stest: cluster up in %v (dir %s)", shared.c.Started.Round(time.Millisecond), shared.c.in.dir)
 		}
