@@ -654,10 +654,6 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 				logkey.Session, s.ID, "file", f.path)
 			aside = append(aside, f.path)
 		}
-		if len(write) > 0 {
-			stdin = append(stdin, 0)
-		}
-		stdin = append(stdin, f.seeded...)
 		write = append(write, f.path)
 		seeded = append(seeded, f.seeded)
 	}
@@ -717,6 +713,7 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 	}
 	switch err := link.Client.Put(files, aside, time.Now().Add(runTimeout)); {
 	case errors.Is(err, channel.ErrUnknownType):
+		stdin = bytes.Join(seeded, []byte{0}) // for the script's `paddock guest put`
 		if r.direct(s) {
 			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
 			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
@@ -726,7 +723,7 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 	case err != nil:
 		return nil, fmt.Errorf("write Claude Code's config in the box: %w", err)
 	default:
-		aside, write, stdin = nil, nil, nil
+		aside, write = nil, nil
 	}
 
 	// A second exec writes both files atomically, replaces any running tmux
