@@ -41,6 +41,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "exec", "-t", "x", "--", "sh"}, 125, "-t: the input is not a terminal"},
 		{[]string{"--state-dir", dir, "exec", "x", "--", "sh"}, 125, "paddock serve"}, // no Runner: paddock's own failure
 		{[]string{"--state-dir", dir, "attach", "--detach-keys", "ctrl-1", "x"}, 2, "no such control key: ctrl-1"},
+		{[]string{"--state-dir", dir, "guest", "bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"--state-dir", dir, "guest", "hook", "--nope", "x"}, 2, "flag provided but not defined: -nope"},
 		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
 		{[]string{"--state-dir", dir, "run", "--prompt", ""}, 2, "the prompt is empty"},
 		{[]string{"--state-dir", dir, "run", "--workspace", filepath.Join(dir, "missing")}, 2, "does not exist"},

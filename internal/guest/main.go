@@ -58,11 +58,14 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	// The socket flag belongs to guest and to every subcommand, before or
 	// after the subcommand's name, as cobra's persistent flag did.
 	socket := DefaultSocket
-	top := newFlags("guest", stderr)
+	top := newFlags("guest")
 	top.StringVar(&socket, "socket", DefaultSocket, "the guest's socket inside the box")
 	setIDGuard := top.Bool("setid-guard", false, "load the seccomp filter that refuses setuid and setgid files before serving (Docker boxes; bwrap loads it for local ones)")
 	if err := top.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	rest := top.Args()
 	if len(rest) == 0 {
@@ -76,7 +79,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return Run(ctx, Options{Socket: socket, Reap: os.Getpid() == 1})
 	}
 	sub, rest := rest[0], rest[1:]
-	fs := newFlags("guest "+sub, stderr)
+	fs := newFlags("guest " + sub)
 	fs.StringVar(&socket, "socket", socket, "the guest's socket inside the box")
 	switch sub {
 	case "bridge":
@@ -140,9 +143,9 @@ func WriteChecks(w io.Writer, checks []Check) error {
 	return nil
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // Main says what was wrong, in one line
 	return fs
 }
 
