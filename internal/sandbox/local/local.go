@@ -685,7 +685,9 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 		return nil, err
 	}
 	if r.PID == 0 || !alive(r.PID, r.PIDStart) {
-		return nil, fmt.Errorf("box %s is not running: %w", id, errdefs.ErrConflict)
+		// A box that died as it started says why here too: this check
+		// and DialGuest's race the box's end.
+		return nil, fmt.Errorf("box %s is not running%s: %w", id, b.whyStopped(r.ID), errdefs.ErrConflict)
 	}
 	return sandbox.DialGuest(ctx, id, r.PID, r.PIDStart, connectWait, func() string { return b.whyStopped(r.ID) })
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -68,6 +69,19 @@ func TestStoppedWhileConnectingSaysWhy(t *testing.T) {
 	_, err = be.Connect(ctx, bx.ID)
 	if err == nil || !strings.Contains(err.Error(), "cannot start: no such thing") {
 		t.Fatalf("connect to a box that died: %v", err)
+	}
+	// Once the box is surely gone, Connect fails before it dials: that
+	// path says why as well.
+	r, err := be.load(bx.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500 && alive(r.PID, r.PIDStart); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = be.Connect(ctx, bx.ID)
+	if err == nil || !strings.Contains(err.Error(), "cannot start: no such thing") || !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("connect to a box long dead: %v", err)
 	}
 }
 
