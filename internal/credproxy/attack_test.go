@@ -187,7 +187,3 @@ func TestSlowloris(t *testing.T) {
 	}
 }
 
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
-}

@@ -20,10 +20,18 @@
 //     hop-by-hop and X-Forwarded-* headers. The owner's credential is then
 //     set exactly once. Other headers (anthropic-version, anthropic-beta, the
 //     CLI's own) pass unchanged.
-//   - The request body is read completely (up to MaxRequestBytes) before the
-//     upstream is called. This avoids golang/go#40747, where an upstream that
-//     answers before it has read the body makes the transport cut streams and
-//     drop connections, and it lets paddock log the model.
+//   - A request body over MaxRequestBytes is refused before anything goes
+//     upstream. A body that came with its head, or one without a declared
+//     length, is read whole first. A larger body of declared length still
+//     arriving is passed upstream as it arrives, every byte kept for the
+//     record (stream.go): a conversation of a megabyte is not uploaded twice
+//     in a row. If the client's body breaks off or is slower than
+//     ReadTimeout, the upstream's connection is closed with the request
+//     unfinished (so it acts on nothing) and the client gets a 400. An
+//     upstream that answers before it has read the body is handled by the
+//     Transport (golang/go#40747 is net/http's, not paddock's).
+//   - The body's summary (the model, the tool results) is made after the
+//     response has ended, never on the stream's path.
 //   - The response is streamed back untouched (forward.go): an event
 //     stream flushed after every read from the upstream; a client that
 //     goes away cancels the upstream request at once (server.go).
@@ -123,8 +131,8 @@ type Options struct {
 	SessionCredential func(session string) (credential.Credential, error)
 	// OnExpired, if set, is asked when the upstream answers 401 saying the
 	// token a request went out with expired: a fresher credential, and
-	// true, has the request sent once more with it (the body is whole in
-	// memory); false passes the 401 on. The Runner refreshes its own login
+	// true, has the request sent once more with it (the body whole: a
+	// streamed one is read to its end first); false passes the 401 on. The Runner refreshes its own login
 	// there, once however many requests ask.
 	OnExpired func(ctx context.Context, used credential.Credential) (credential.Credential, bool)
 }
@@ -207,6 +215,7 @@ type reqState struct {
 	rt      route
 	query   string
 	body    []byte
+	stream  *streamedBody // a body passed on as it arrives; then body is set in finish
 	cred    credential.Credential
 	token   string // the presented token, to strip copies of it
 	scanner *anthropic.UsageScanner
@@ -374,8 +383,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.cred = cred
 	st.entry.CredentialUser = cred.User
 
-	// Read the whole body before going upstream (see the package doc).
-	body, status, why := p.readBody(w, r)
+	// Read the body before going upstream, or pass a large one on as it
+	// arrives (see the package doc).
+	body, stream, status, why := p.readBody(w, r)
 	if why != "" {
 		typ := anthropic.InvalidRequest
 		if status == http.StatusRequestEntityTooLarge {
@@ -385,8 +395,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.buf = body
-	st.body = body.Bytes()
-	st.entry.BytesIn = int64(body.Len())
+	if stream != nil {
+		st.stream = stream // st.body and BytesIn: in finish, once it has all come
+	} else {
+		st.body = body.Bytes()
+		st.entry.BytesIn = int64(body.Len())
+	}
 
 	// The tap's timeouts end the upstream exchange by closing paddock's
 	// own Transport's connection (upstreamBody.abort); another transport
@@ -408,6 +422,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (see afterResponder), so the response is not held up by summarizing the
 // body or writing the logs; under any other server, at once.
 func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
+	if s := st.stream; s != nil {
+		// The upstream write is over (RoundTrip and the answer's Close wait
+		// for it): what came is the handler's.
+		s.disarm()
+		st.body, st.stream = s.data, nil
+		st.entry.BytesIn = int64(len(st.body))
+	}
 	if st.cw != nil {
 		st.entry.BytesOut = st.cw.n
 		if st.entry.Status == 0 {
@@ -504,29 +525,43 @@ func (p *Proxy) authenticate(r *http.Request) (sessiontoken.Record, string, stri
 	return sessiontoken.Record{}, "", "invalid session token (unknown, revoked, or in the wrong header)"
 }
 
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, int, string) {
+// readBody reads the request's body whole, or starts to pass it on as it
+// arrives (a streamedBody): only a body of declared length over streamMin
+// still arriving, under paddock's own Server (whose body may be read
+// beside the response) and Transport (which can stop such a read).
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *streamedBody, int, string) {
 	buf := p.getBuf()
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
 			p.putBuf(buf)
-			return nil, http.StatusBadRequest, "a GET request may not have a body"
+			return nil, nil, http.StatusBadRequest, "a GET request may not have a body"
 		}
-		return buf, 0, ""
+		return buf, nil, 0, ""
 	}
 	if r.ContentLength > p.opts.MaxRequestBytes {
 		p.putBuf(buf)
-		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 	}
 	if r.ContentLength >= 0 {
-		if bb, ok := w.(interface{ bodyBuffered() bool }); ok && bb.bodyBuffered() {
-			// All of it came with the head (the usual small request): no
-			// read can block, and its length is within the limit.
-			buf.Grow(int(r.ContentLength))
-			if _, err := buf.ReadFrom(r.Body); err != nil {
-				p.putBuf(buf)
-				return nil, http.StatusBadRequest, "the request body could not be read completely"
+		if bb, ok := w.(interface{ bodyBuffered() bool }); ok {
+			if bb.bodyBuffered() {
+				// All of it came with the head (the usual small request): no
+				// read can block, and its length is within the limit.
+				buf.Grow(int(r.ContentLength))
+				if _, err := buf.ReadFrom(r.Body); err != nil {
+					p.putBuf(buf)
+					return nil, nil, http.StatusBadRequest, "the request body could not be read completely"
+				}
+				return buf, nil, 0, ""
 			}
-			return buf, 0, ""
+			if r.ContentLength > streamMin && p.ownTransport {
+				s, status, why := p.streamBody(w, r, buf)
+				if why != "" {
+					p.putBuf(buf)
+					return nil, nil, status, why
+				}
+				return buf, s, 0, ""
+			}
 		}
 	}
 	// A body slower than ReadTimeout is cut by a deadline in the past on
@@ -546,11 +581,11 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 		p.putBuf(buf)
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
+			return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 		}
-		return nil, http.StatusBadRequest, "the request body could not be read completely"
+		return nil, nil, http.StatusBadRequest, "the request body could not be read completely"
 	}
-	return buf, 0, ""
+	return buf, nil, 0, ""
 }
 
 func (p *Proxy) record(st *reqState) {

@@ -37,9 +37,15 @@ import (
 func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request, st *reqState) {
 	resp, err := p.tr.RoundTrip(p.outRequest(ctx, r, st))
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && st.relay == nil && p.opts.OnExpired != nil {
-		var again bool
-		if resp, again = p.expired(resp); again {
-			if fresh, ok := p.opts.OnExpired(ctx, st.cred); ok {
+		if body, again := p.expired(resp); again {
+			fresh, ok := p.opts.OnExpired(ctx, st.cred)
+			switch {
+			case !ok: // no fresher login: the 401 goes on as it came
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+			case !p.wholeBody(st):
+				p.brokenBody(w, st)
+				return
+			default:
 				st.cred = fresh
 				st.entry.Reason = "the token had expired: refreshed and sent again"
 				resp, err = p.tr.RoundTrip(p.outRequest(ctx, r, st))
@@ -47,6 +53,12 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 		}
 	}
 	if err != nil {
+		if s := st.stream; s != nil && s.err != nil && r.Context().Err() == nil {
+			// The client's body broke off while it went upstream: the
+			// upstream's connection is closed with the request unfinished.
+			p.brokenBody(w, st)
+			return
+		}
 		p.upstreamError(w, r, st, err)
 		return
 	}
@@ -142,12 +154,40 @@ next:
 	}
 	out := &st.out
 	*out = http.Request{Method: r.Method, URL: &st.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: http.NoBody}
-	if len(st.body) > 0 {
+	if s := st.stream; s != nil {
+		out.Body = s
+		out.ContentLength = s.want
+	} else if len(st.body) > 0 {
 		st.outBody = bytesBody{b: st.body}
 		out.Body = &st.outBody
 		out.ContentLength = int64(len(st.body))
 	}
 	return out.WithContext(ctx)
+}
+
+// wholeBody has the rest of a streamed body read, for a request sent
+// again (the first exchange is over, so no write reads it any more). A
+// body that cannot be had whole is answered as a client's broken body,
+// and the request is not sent again.
+func (p *Proxy) wholeBody(st *reqState) bool {
+	s := st.stream
+	if s == nil {
+		return true
+	}
+	if err := s.finish(); err != nil {
+		return false
+	}
+	st.body, st.stream = s.data, nil
+	st.entry.BytesIn = int64(len(st.body))
+	return true
+}
+
+// brokenBody answers a request whose streamed body the client did not
+// send whole (it broke off, or was slower than the read timeout).
+func (p *Proxy) brokenBody(w http.ResponseWriter, st *reqState) {
+	st.upErr = nil
+	st.entry.Status, st.entry.Reason = http.StatusBadRequest, "the request body could not be read completely; the upstream got none of it whole"
+	anthropic.WriteError(w, http.StatusBadRequest, anthropic.InvalidRequest, st.entry.Reason, st.entry.RequestID)
 }
 
 // nominated reports whether header k is among the names a Connection
@@ -192,16 +232,18 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, st *reqSta
 const maxExpiredBody = 16 << 10
 
 // expired reads a 401's body to tell whether it says the token expired
-// (the API's "OAuth token has expired"). If so, the answer is discarded
-// and again is true; if not, resp comes back with its body whole to relay.
-func (p *Proxy) expired(resp *http.Response) (_ *http.Response, again bool) {
+// (the API's "OAuth token has expired"). If so, the upstream's body is
+// closed (its connection released), and again is true with the whole
+// body, to relay if the request is not sent again; if not, resp's body
+// still reads whole, to relay.
+func (p *Proxy) expired(resp *http.Response) (body []byte, again bool) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxExpiredBody+1))
 	if err == nil && len(b) <= maxExpiredBody && bytes.Contains(bytes.ToLower(b), []byte("token has expired")) {
 		resp.Body.Close()
-		return resp, true
+		return b, true
 	}
 	resp.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(b), resp.Body), Closer: resp.Body}
-	return resp, false
+	return nil, false
 }
 
 type readCloser struct {

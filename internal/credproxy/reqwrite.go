@@ -115,6 +115,14 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		_, err := bw.Write(bb.b)
 		return err
 	}
+	if sb, ok := req.Body.(*streamedBody); ok && sb.want == req.ContentLength {
+		// A body still arriving from the client: each piece goes on as it
+		// comes, from the buffer that keeps it for the record.
+		if n, err := sb.WriteTo(bw); err != nil {
+			return fmt.Errorf("credproxy: request body: %d of %d bytes: %w", n, req.ContentLength, err)
+		}
+		return nil
+	}
 	n, err := io.CopyN(bw, req.Body, req.ContentLength)
 	if err != nil {
 		return fmt.Errorf("credproxy: request body: %d of %d bytes: %w", n, req.ContentLength, err)

@@ -439,9 +439,10 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 	req = req.WithContext(ctx)
 	req.RemoteAddr = sc.remote
 	w := &response{sc: sc, req: req, h: make(http.Header, 8), head: req.Method == http.MethodHead}
-	body := &serverBody{rc: req.Body, w: w, done: req.Body == nil || req.Body == http.NoBody}
+	body := &serverBody{rc: req.Body, w: w}
+	body.done.Store(req.Body == nil || req.Body == http.NoBody)
 	w.body = body
-	body.expect = !body.done && len(req.Header["Expect"]) > 0
+	body.expect = !body.done.Load() && len(req.Header["Expect"]) > 0
 	req.Body = body
 
 	sc.mu.Lock()
@@ -451,7 +452,7 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 	if gone {
 		cancel()
 	}
-	if sc.hup == nil && body.done {
+	if sc.hup == nil && body.done.Load() {
 		sc.cr.startBackgroundRead(sc.hungUp)
 	}
 	aborted := sc.runHandler(w, req)
@@ -475,7 +476,7 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 	sc.watch.extend(never)
 	w.runAfter()
 	keep = w.err == nil && !req.Close && !w.closeAfter && !gone && !sc.s.closing.Load()
-	if keep && !body.done {
+	if keep && !body.done.Load() {
 		// A body the handler left (a refused request): skip a small rest
 		// to keep the connection, as net/http's server does.
 		sc.watch.extend(sc.s.ReadHeaderTimeout)
@@ -527,16 +528,21 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 // serverBody is a request body: it answers Expect: 100-continue on the
 // first read and notes the body's end, after which (without a hang-up
 // report) the background read may watch the connection.
+//
+// After its first Read (which answers the Expect, on the handler's
+// goroutine), the body may be read by one other goroutine while the
+// handler writes the response (a body streamed upstream: see
+// Proxy.streamBody): done and n are read by both.
 type serverBody struct {
 	rc     io.ReadCloser
 	w      *response
 	expect bool
-	done   bool
-	n      int64 // bytes read
+	done   atomic.Bool
+	n      atomic.Int64 // bytes read
 }
 
 func (b *serverBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return 0, io.EOF
 	}
 	if b.expect {
@@ -549,9 +555,9 @@ func (b *serverBody) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := b.rc.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	if err == io.EOF {
-		b.done = true
+		b.done.Store(true)
 		if sc := b.w.sc; sc.hup == nil {
 			sc.cr.startBackgroundRead(sc.hungUp)
 		}
@@ -586,10 +592,10 @@ func (w *response) afterResponse(f func()) { w.after = append(w.after, f) }
 // it cannot block (and no 100 Continue is owed).
 func (w *response) bodyBuffered() bool {
 	b := w.body
-	if b == nil || b.done {
+	if b == nil || b.done.Load() {
 		return true
 	}
-	return !b.expect && w.req.ContentLength >= 0 && w.req.ContentLength-b.n <= int64(w.sc.br.Buffered())
+	return !b.expect && w.req.ContentLength >= 0 && w.req.ContentLength-b.n.Load() <= int64(w.sc.br.Buffered())
 }
 
 // runAfter runs the afterResponse functions, once.
@@ -653,7 +659,7 @@ func (w *response) writeHead(final bool) {
 		// with both). Claude Code sends a length.
 		w.closeAfter = true
 	}
-	if b := w.body; b != nil && !b.done && (b.expect || w.req.ContentLength < 0 || w.req.ContentLength-b.n > maxDiscardBytes) {
+	if b := w.body; b != nil && !b.done.Load() && (b.expect || w.req.ContentLength < 0 || w.req.ContentLength-b.n.Load() > maxDiscardBytes) {
 		// A rest of the body too large to skip, or one the client was
 		// told to hold back (no 100 Continue went out, so it may never
 		// come): this response is the connection's last, and says so.

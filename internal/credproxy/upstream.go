@@ -43,7 +43,8 @@ import (
 //     the body is read, golang/go#40747) is returned at once. The rest of the
 //     request goes on while the answer is read; if it has not all gone
 //     250 ms after the answer ends, it is stopped and the connection is not
-//     reused. RoundTrip and the body's end return only once the write is
+//     reused. A body that may itself wait on someone (readAborter: one
+//     streamed from the proxy's client) has its read stopped with it. RoundTrip and the body's end return only once the write is
 //     done with the request's body.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
@@ -208,6 +209,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 			default:
 				uc.raw.Close() // no answer: end the write too
+				abortBodyRead(req)
 				<-writing
 			}
 			return fail(timedOut(err))
@@ -227,6 +229,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		r, err := fail(err) // closes the connection: the write ends
 		if writing != nil {
+			abortBodyRead(req)
 			<-writing
 		}
 		return r, err
@@ -238,8 +241,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return failAfterHead(errors.New("credproxy: upstream switched protocols"))
 	}
 	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx, writing: writing,
-		reuse: !resp.Close && !req.Close}
+		reuse: !resp.Close && !req.Close, reqBody: req.Body}
 	return resp, nil
+}
+
+// bodyReadError is a request body's own failure during its write (a body
+// streamed from a client that broke off), as opposed to the upstream's:
+// the request can never be finished, and its connection is closed.
+type bodyReadError struct{ err error }
+
+func (e bodyReadError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e bodyReadError) Unwrap() error { return e.err }
+
+// readAborter is a request body whose reads may block on someone else (a
+// body streamed from the proxy's client, which may stall): abortRead makes
+// a read in progress, and any to come, fail at once. The write is stopped
+// with it wherever it is stopped, so that it ends whichever side it waits
+// on.
+type readAborter interface{ abortRead() }
+
+func abortBodyRead(req *http.Request) {
+	if a, ok := req.Body.(readAborter); ok {
+		a.abortRead()
+	}
 }
 
 // earlyAnswerMin is the body size above which RoundTrip writes the
@@ -259,6 +283,11 @@ func startWrite(uc *upstreamConn, req *http.Request) chan error {
 		err := writeRequest(uc.bw, req)
 		if err == nil {
 			err = uc.bw.Flush()
+		}
+		if errors.As(err, new(bodyReadError)) {
+			// The request can never be finished: the upstream must not
+			// wait for the rest of it, nor this exchange for its answer.
+			uc.raw.Close()
 		}
 		done <- err
 	}()
@@ -343,6 +372,7 @@ type upstreamBody struct {
 	cw      cancelWatch
 	ctx     context.Context
 	writing chan error // the request's write, if it was still running at the answer's head
+	reqBody io.ReadCloser
 	reuse   bool
 	done    bool
 	state   atomic.Int32
@@ -431,6 +461,9 @@ func (b *upstreamBody) wrote(couldKeep bool) bool {
 		}
 	}
 	b.uc.conn.SetWriteDeadline(aLongTimeAgo)
+	if a, ok := b.reqBody.(readAborter); ok {
+		a.abortRead()
+	}
 	<-b.writing
 	return false // even had it just ended: the connection has a deadline now
 }

@@ -1,0 +1,208 @@
+package credproxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// streamMin is the body size above which a request body of declared
+// length that has not all arrived with its head is passed upstream as it
+// arrives (streamedBody) instead of read whole first. It is the size above
+// which the Transport writes a body from a goroutine of its own, watching
+// for an early answer; smaller bodies fit the sockets' buffers anyway.
+const streamMin = earlyAnswerMin
+
+// streamedBody is a request body of declared length passed upstream as it
+// arrives from the client, every byte kept for the record (the body's
+// summary; the request sent again after a token refresh). The upstream's
+// copy starts while the client is still sending, as nginx's does with
+// proxy_request_buffering off, so a large conversation is not uploaded
+// twice in a row.
+//
+// Its reads of the client run on the Transport's write goroutine while the
+// handler relays the answer (an upstream may answer before it has read
+// everything). The Transport ends a read that blocks with abortRead when
+// it stops the write. Once RoundTrip has failed, or the answer's body is
+// closed, the write is over: data and err belong to the handler again.
+//
+// A client whose body breaks off (it went, or was slower than the read
+// timeout) fails the write: the upstream gets an incomplete request and
+// its connection is closed, so nothing the client did not send whole is
+// ever acted on.
+type streamedBody struct {
+	p    *Proxy
+	rc   *http.ResponseController // the client's connection, for its read deadline
+	src  io.Reader                // the client's body
+	data []byte                   // what was read so far
+	want int64                    // the declared length
+	err  error                    // the client's failure, if any
+	wt   *watch                   // the read timeout, while armed
+	off  int                      // what Read has handed out
+
+	aborted atomic.Bool
+}
+
+// streamBody starts a streamed body for r, whose declared length is over
+// streamMin and within the limit. The first read is made here, on the
+// handler's goroutine: it answers an Expect: 100-continue, so the other
+// goroutine never writes to the client.
+func (p *Proxy) streamBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (*streamedBody, int, string) {
+	buf.Grow(int(min(r.ContentLength, 1<<20)))
+	s := &streamedBody{p: p, rc: http.NewResponseController(w), src: r.Body, data: buf.AvailableBuffer(), want: r.ContentLength}
+	s.arm()
+	if err := s.readSome(); err != nil {
+		s.disarm()
+		return nil, http.StatusBadRequest, "the request body could not be read completely"
+	}
+	return s, 0, ""
+}
+
+// arm starts the read timeout: past it, the client's reads fail at once
+// (a deadline in the past, set by the watchdog: no per-request socket
+// deadline).
+func (s *streamedBody) arm() {
+	rc := s.rc
+	s.wt = s.p.wd.arm(s.p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
+}
+
+// disarm stops the read timeout; if it fired, the connection's deadline
+// is cleared again (the response may still be written and the hang-up
+// watched) and the body, if it is not whole, failed by it.
+func (s *streamedBody) disarm() {
+	if s.wt == nil {
+		return
+	}
+	if s.p.wd.disarm(s.wt) {
+		_ = s.rc.SetReadDeadline(time.Time{})
+		if s.err == nil && !s.complete() {
+			s.err = errors.New("request body deadline")
+		}
+	}
+	s.wt = nil
+}
+
+func (s *streamedBody) complete() bool { return int64(len(s.data)) == s.want }
+
+// readSome reads what the client has sent next into data. At the
+// declared length it reads once more, which returns the body's end: the
+// server then knows the body is done.
+func (s *streamedBody) readSome() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.complete() {
+		_, _ = s.src.Read(s.data[len(s.data):len(s.data)])
+		return nil
+	}
+	if len(s.data) == cap(s.data) {
+		grow := min(s.want-int64(len(s.data)), int64(max(cap(s.data), 64<<10)))
+		s.data = append(s.data, make([]byte, grow)...)[:len(s.data)]
+	}
+	end := min(int64(cap(s.data)), s.want)
+	n, err := s.src.Read(s.data[len(s.data):end])
+	s.data = s.data[:len(s.data)+n]
+	if err == io.EOF && !s.complete() {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil {
+		s.err = err
+	}
+	return err
+}
+
+// WriteTo copies the body to w as it arrives, starting with what the
+// first read brought. writeRequest calls it with the Transport's buffered
+// writer; it returns once the whole declared length is written, or on
+// the first failure of either side.
+//
+// Each piece is flushed as it is written (w may be buffered): the next
+// read may wait on the client, and what came must not wait with it.
+func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
+	defer s.disarm()
+	f, _ := w.(interface{ Flush() error })
+	var sent int
+	for {
+		if sent < len(s.data) {
+			n, err := w.Write(s.data[sent:])
+			sent += n
+			if err == nil && f != nil && !s.complete() {
+				err = f.Flush()
+			}
+			if err != nil {
+				return int64(sent), err
+			}
+		}
+		if s.complete() {
+			_ = s.readSome() // the body's end
+			return int64(sent), nil
+		}
+		if s.aborted.Load() {
+			return int64(sent), bodyReadError{errAbortedRead}
+		}
+		if err := s.readSome(); err != nil {
+			return int64(sent), bodyReadError{err}
+		}
+	}
+}
+
+var errAbortedRead = errors.New("credproxy: the request body's read was stopped")
+
+// abortRead ends a read of the client in progress, and any to come, from
+// any goroutine (see readAborter).
+func (s *streamedBody) abortRead() {
+	s.aborted.Store(true)
+	_ = s.rc.SetReadDeadline(aLongTimeAgo)
+}
+
+// finish reads what is left of the body, once no write runs any more: for
+// a request sent again. A read stopped by abortRead goes on.
+func (s *streamedBody) finish() error {
+	if s.aborted.Swap(false) {
+		_ = s.rc.SetReadDeadline(time.Time{})
+		if errors.Is(s.err, errAbortedRead) || isTimeout(s.err) {
+			s.err = nil
+		}
+	}
+	s.arm()
+	defer s.disarm()
+	for !s.complete() {
+		if err := s.readSome(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read makes the body an io.Reader, for a Transport other than paddock's
+// own (which uses WriteTo): it hands out data, reading from the client as
+// it runs out.
+func (s *streamedBody) Read(p []byte) (int, error) {
+	if s.off == len(s.data) {
+		if s.complete() {
+			s.disarm()
+			_ = s.readSome()
+			return 0, io.EOF
+		}
+		if err := s.readSome(); err != nil {
+			s.disarm()
+			return 0, err
+		}
+	}
+	n := copy(p, s.data[s.off:])
+	s.off += n
+	return n, nil
+}
+
+func (s *streamedBody) Close() error { return nil }
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}

@@ -1,0 +1,270 @@
+package credproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/secret"
+)
+
+// conversation is a Messages API body of about n bytes whose model is
+// "claude-stream-test".
+func conversation(n int) string {
+	head, tail := `{"model":"claude-stream-test","max_tokens":5,"messages":[{"role":"user","content":"`, `"}]}`
+	return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+}
+
+// rawClient is a connection to the proxy on which a test writes a request
+// in pieces.
+type rawClient struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func (h *harness) dialRaw() *rawClient {
+	h.t.Helper()
+	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawClient{t: h.t, c: c, br: bufio.NewReader(c)}
+}
+
+// head writes a POST /v1/messages head declaring a body of n bytes.
+func (rc *rawClient) head(h *harness, n int) {
+	k, v := h.cred()
+	rc.write(fmt.Sprintf("POST /v1/messages HTTP/1.1\r\nHost: api\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", k, v, n))
+}
+
+func (rc *rawClient) write(s string) {
+	rc.t.Helper()
+	if _, err := io.WriteString(rc.c, s); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+func (rc *rawClient) response() (*http.Response, string) {
+	rc.t.Helper()
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		rc.t.Fatalf("reading the response: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// TestLargeBodyGoesOnAsItArrives: a large body still arriving reaches
+// the upstream while the client is sending it (the upstream reads its
+// first half before the client has sent the second), arrives whole, and
+// is still summarised whole for the record; the connection then carries
+// another request.
+func TestLargeBodyGoesOnAsItArrives(t *testing.T) {
+	body := conversation(300 << 10)
+	first, rest := body[:len(body)/2], body[len(body)/2:]
+	gotFirst := make(chan struct{})
+	var mu sync.Mutex
+	var seen []string
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, r.ContentLength)
+		if r.ContentLength > int64(len(first)) {
+			if _, err := io.ReadFull(r.Body, b[:len(first)]); err != nil {
+				t.Errorf("upstream: the first half: %v", err)
+				return
+			}
+			close(gotFirst)
+			if _, err := io.ReadFull(r.Body, b[len(first):]); err != nil {
+				t.Errorf("upstream: the second half: %v", err)
+				return
+			}
+		} else {
+			io.ReadFull(r.Body, b)
+		}
+		mu.Lock()
+		seen = append(seen, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","model":"claude-stream-test","content":[],"usage":{"input_tokens":7,"output_tokens":3}}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, nil)
+	rc := h.dialRaw()
+	rc.head(h, len(body))
+	rc.write(first)
+	select {
+	case <-gotFirst:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream saw nothing of the body before the client sent all of it: it was not passed on as it came")
+	}
+	rc.write(rest)
+	resp, b := rc.response()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	e := waitEntries(t, h, 1)
+	if e[0].BytesIn != int64(len(body)) || e[0].Model != "claude-stream-test" || e[0].InputTokens != 7 || e[0].Decision != "forwarded" {
+		t.Fatalf("the decision: %+v", e[0])
+	}
+	// The same connection carries the next request.
+	small := conversation(1000)
+	rc.head(h, len(small))
+	rc.write(small)
+	if resp, b := rc.response(); resp.StatusCode != 200 {
+		t.Fatalf("the next request: %d %s", resp.StatusCode, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] != body || seen[1] != small {
+		t.Fatalf("the upstream got %d bodies, the first whole: %v", len(seen), len(seen) > 0 && seen[0] == body)
+	}
+}
+
+// TestStreamedBodyBreaksOff: a client whose large body stops half way —
+// it stalls past the read timeout, or hangs up — gets a 400 (or nothing,
+// when it is gone); the upstream's copy is cut unfinished, so the
+// upstream never has the request whole and answers nothing to it.
+func TestStreamedBodyBreaksOff(t *testing.T) {
+	body := conversation(300 << 10)
+	for _, tc := range []struct {
+		name   string
+		hangUp bool
+	}{{"stalls", false}, {"hangs up", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			upErr := make(chan error, 1)
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, err := io.ReadAll(r.Body)
+				upErr <- err
+				if err == nil {
+					io.WriteString(w, `{}`)
+				}
+			})
+			h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.ReadTimeout = 300 * time.Millisecond })
+			rc := h.dialRaw()
+			rc.head(h, len(body))
+			rc.write(body[:len(body)/2])
+			if tc.hangUp {
+				time.Sleep(50 * time.Millisecond)
+				rc.c.Close()
+			} else {
+				resp, b := rc.response()
+				if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "could not be read completely") {
+					t.Fatalf("a stalled body: %d %s", resp.StatusCode, b)
+				}
+			}
+			select {
+			case err := <-upErr:
+				if err == nil {
+					t.Fatal("the upstream read a whole body the client never sent")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the upstream's request was left open")
+			}
+			e := waitEntries(t, h, 1)
+			if e[0].Status != http.StatusBadRequest && e[0].Status != 499 || e[0].BytesIn >= int64(len(body)) {
+				t.Fatalf("the decision: %+v", e[0])
+			}
+		})
+	}
+}
+
+// TestStreamedBodySentAgainWhole: an upstream that answers "token
+// expired" before it has read a streamed body has the request sent again
+// with the fresh credential and the whole body, the rest of which the
+// client sent only after that answer.
+func TestStreamedBodySentAgainWhole(t *testing.T) {
+	const fresh = "sk-fake-fresh-oauth-token-streamed-0000"
+	body := conversation(300 << 10)
+	answered := make(chan struct{})
+	var mu sync.Mutex
+	var again string
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+fresh {
+			w.WriteHeader(401)
+			io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"OAuth token has expired."}}`)
+			w.(http.Flusher).Flush()
+			select {
+			case <-answered:
+			default:
+				close(answered)
+			}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("upstream, sent again: %v", err)
+		}
+		mu.Lock()
+		again = string(b)
+		mu.Unlock()
+		io.WriteString(w, `{"id":"m","type":"message","content":[],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) {
+		o.OnExpired = func(context.Context, credential.Credential) (credential.Credential, bool) {
+			return credential.Credential{Kind: credential.KindOAuth, Secret: secret.New(fresh)}, true
+		}
+	})
+	rc := h.dialRaw()
+	rc.head(h, len(body))
+	rc.write(body[:len(body)/4])
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream was never asked")
+	}
+	time.Sleep(400 * time.Millisecond) // past the write's grace: its read of the client is stopped
+	rc.write(body[len(body)/4:])
+	resp, b := rc.response()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	mu.Lock()
+	got := again
+	mu.Unlock()
+	if got != body {
+		t.Fatalf("sent again with %d bytes of %d", len(got), len(body))
+	}
+	e := waitEntries(t, h, 1)
+	if e[0].BytesIn != int64(len(body)) || !strings.Contains(e[0].Reason, "sent again") {
+		t.Fatalf("the decision: %+v", e[0])
+	}
+}
+
+// TestEarlyAnswerToAStalledBody: an upstream that answers (413) before it
+// has read a large body, to a client that then sends nothing more, has
+// its answer relayed at once, not after the read timeout; the client's
+// connection is then closed, its body unread.
+func TestEarlyAnswerToAStalledBody(t *testing.T) {
+	body := conversation(600 << 10)
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		io.WriteString(w, `{"type":"error","error":{"type":"request_too_large","message":"too large"}}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.ReadTimeout = time.Minute })
+	rc := h.dialRaw()
+	rc.head(h, len(body))
+	rc.write(body[:64<<10])
+	resp, b := rc.response() // within the connection's 20 s deadline: long before the read timeout
+
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(b, "too large") {
+		t.Fatalf("the early answer: %d %s", resp.StatusCode, b)
+	}
+	if !resp.Close {
+		t.Fatal("the connection stays open with the rest of a body unread")
+	}
+	if n, err := rc.br.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after the answer: %d bytes, %v", n, err)
+	}
+}
