@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,7 +35,25 @@ type Metrics struct {
 	// stored it (bounded by the host's users), never the credential.
 	byUser     *prometheus.CounterVec
 	userTokens *prometheus.CounterVec
+
+	// Children resolved once: every proxied request is recorded here, and
+	// resolving a child by its label values (hashing them, a map lookup
+	// under a lock) is most of a record's cost. Each cache is bounded as
+	// its labels are.
+	tokIn, tokOut, tokCacheRead, tokCacheCreation prometheus.Counter
+	durations                                     [len(routes) + 1][2]prometheus.Observer
+	reqChild                                      sync.Map // requestKey → prometheus.Counter
+	userChild                                     sync.Map // userKey → prometheus.Counter
+	userTokChild                                  sync.Map // user → prometheus.Counter
 }
+
+type requestKey struct {
+	route    int
+	decision string
+	status   int
+}
+
+type userKey struct{ user, decision string }
 
 // New registers the metrics; sessions feeds the per-state gauge at scrape time.
 func New(sessions Sessions) *Metrics {
@@ -52,6 +71,12 @@ func New(sessions Sessions) *Metrics {
 		Help: "Credential proxy requests by whose credential they went out with (a host user) and decision."}, []string{"user", "decision"})
 	m.userTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paddock_credential_tokens_total",
 		Help: "Input plus output tokens by whose credential paid for them (a host user)."}, []string{"user"})
+	m.tokIn, m.tokOut = m.tokens.WithLabelValues("input"), m.tokens.WithLabelValues("output")
+	m.tokCacheRead, m.tokCacheCreation = m.tokens.WithLabelValues("cache_read"), m.tokens.WithLabelValues("cache_creation")
+	for i := range m.durations {
+		m.durations[i][0] = m.duration.WithLabelValues(routeName(i), "false")
+		m.durations[i][1] = m.duration.WithLabelValues(routeName(i), "true")
+	}
 	m.reg.MustRegister(m.requests, m.tokens, m.egress, m.duration, m.byUser, m.userTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&sessionCollector{list: sessions, desc: prometheus.NewDesc("paddock_sessions",
@@ -101,28 +126,60 @@ func (m *Metrics) Record(e decisionlog.Entry) {
 		return
 	}
 	route := routeOf(e.Path)
-	m.requests.WithLabelValues(route, e.Decision, strconv.Itoa(e.Status)).Inc()
+	child(&m.reqChild, requestKey{route, e.Decision, e.Status}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(routeName(route), e.Decision, strconv.Itoa(e.Status))
+	}).Inc()
 	if e.CredentialUser != "" {
-		m.byUser.WithLabelValues(e.CredentialUser, e.Decision).Inc()
+		child(&m.userChild, userKey{e.CredentialUser, e.Decision}, func() prometheus.Counter {
+			return m.byUser.WithLabelValues(e.CredentialUser, e.Decision)
+		}).Inc()
 		if n := e.InputTokens + e.OutputTokens; n > 0 {
-			m.userTokens.WithLabelValues(e.CredentialUser).Add(float64(n))
+			child(&m.userTokChild, e.CredentialUser, func() prometheus.Counter {
+				return m.userTokens.WithLabelValues(e.CredentialUser)
+			}).Add(float64(n))
 		}
 	}
 	if e.Decision == "forwarded" {
-		m.duration.WithLabelValues(route, strconv.FormatBool(e.Stream)).Observe(e.DurationMS / 1000)
-		m.tokens.WithLabelValues("input").Add(float64(e.InputTokens))
-		m.tokens.WithLabelValues("output").Add(float64(e.OutputTokens))
-		m.tokens.WithLabelValues("cache_read").Add(float64(e.CacheReadTokens))
-		m.tokens.WithLabelValues("cache_creation").Add(float64(e.CacheCreationTokens))
+		stream := 0
+		if e.Stream {
+			stream = 1
+		}
+		m.durations[route][stream].Observe(e.DurationMS / 1000)
+		m.tokIn.Add(float64(e.InputTokens))
+		m.tokOut.Add(float64(e.OutputTokens))
+		m.tokCacheRead.Add(float64(e.CacheReadTokens))
+		m.tokCacheCreation.Add(float64(e.CacheCreationTokens))
 	}
 }
 
-// routeOf keeps label cardinality bounded: the three routes, or "other".
-func routeOf(path string) string {
+// child is the cached child under k, resolved by make the first time.
+func child[K comparable](cache *sync.Map, k K, make func() prometheus.Counter) prometheus.Counter {
+	if c, ok := cache.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := cache.LoadOrStore(k, make())
+	return c.(prometheus.Counter)
+}
+
+// routes are the route label's values; any other path is "other". They
+// keep the label's cardinality bounded.
+var routes = [...]string{"/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/api/hello"}
+
+// routeOf is the index of path's route in routes, or len(routes) for
+// "other".
+func routeOf(path string) int {
 	p, _, _ := strings.Cut(path, "?")
-	switch p {
-	case "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/api/hello":
-		return p
+	for i, r := range routes {
+		if p == r {
+			return i
+		}
+	}
+	return len(routes)
+}
+
+func routeName(i int) string {
+	if i < len(routes) {
+		return routes[i]
 	}
 	return "other"
 }

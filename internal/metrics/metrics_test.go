@@ -65,7 +65,7 @@ func TestExpositionParses(t *testing.T) {
 	if v := value("paddock_egress_decisions_total", map[string]string{"decision": "denied"}); v != 1 {
 		t.Errorf("egress %v", v)
 	}
-	if v := value("paddock_proxy_request_duration_seconds", map[string]string{"route": "/v1/messages"}); v != 1 {
+	if v := value("paddock_proxy_request_duration_seconds", map[string]string{"route": "/v1/messages", "stream": "true"}); v != 1 {
 		t.Errorf("durations %v", v)
 	}
 }
