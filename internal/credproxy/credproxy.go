@@ -418,9 +418,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // finish completes the entry and has it recorded. Under paddock's Server
-// that happens on the connection's goroutine once the response is sent
-// (see afterResponder), so the response is not held up by summarizing the
-// body or writing the logs; under any other server, at once.
+// that happens once the response is sent (see afterResponder), so the
+// response is not held up by summarizing the body or writing the logs: on
+// the connection's goroutine, or for a large body on one of its own;
+// under any other server, at once. Records may therefore be written out of
+// the order their requests ended in; each carries its time.
 func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
 	if s := st.stream; s != nil {
 		// The upstream write is over (RoundTrip and the answer's Close wait
@@ -449,11 +451,23 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 	p.pending++
 	p.pendMu.Unlock()
 	if ar, ok := w.(afterResponder); ok {
+		if len(st.body) >= recordAsideMin {
+			// Summarizing a large body takes about a millisecond a
+			// megabyte: on a goroutine of its own, so that the connection
+			// reads its next request meanwhile.
+			ar.afterResponse(func() { go p.recordNow(st) })
+			return
+		}
 		ar.afterResponse(func() { p.recordNow(st) })
 		return
 	}
 	p.recordNow(st)
 }
+
+// recordAsideMin is the body size from which a request is recorded off
+// its connection's goroutine. Below it, waking another goroutine costs
+// more than the record (see docs/PERFORMANCE.md).
+const recordAsideMin = 64 << 10
 
 // afterResponder is a ResponseWriter that runs f once its response has
 // been sent, or the connection has failed, on the connection's goroutine:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/secret"
 )
 
@@ -266,5 +267,67 @@ func TestEarlyAnswerToAStalledBody(t *testing.T) {
 	}
 	if n, err := rc.br.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("after the answer: %d bytes, %v", n, err)
+	}
+}
+
+// blockingSink holds the record of every request with a large body until
+// released.
+type blockingSink struct {
+	memSink
+	release chan struct{}
+}
+
+func (b *blockingSink) Record(e decisionlog.Entry) {
+	if e.BytesIn >= recordAsideMin {
+		<-b.release
+	}
+	b.memSink.Record(e)
+}
+
+// TestLargeRecordAside: the record of a large request (its body's
+// summary, the logs) does not hold up the next request on its connection;
+// Drain still waits for it.
+func TestLargeRecordAside(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"m","type":"message","content":[],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	})
+	sink := &blockingSink{release: make(chan struct{})}
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.Decisions = sink })
+	big, small := conversation(200<<10), conversation(500)
+	rc := h.dialRaw()
+	rc.head(h, len(big))
+	rc.write(big)
+	if resp, b := rc.response(); resp.StatusCode != 200 {
+		t.Fatalf("the large request: %d %s", resp.StatusCode, b)
+	}
+	done := make(chan int)
+	go func() {
+		rc.head(h, len(small))
+		rc.write(small)
+		resp, _ := rc.response()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		if code != 200 {
+			t.Fatalf("the next request: %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		close(sink.release)
+		t.Fatal("the next request waited for the large one's record")
+	}
+	drained := make(chan struct{})
+	go func() { h.proxy.Drain(); close(drained) }()
+	select {
+	case <-drained:
+		t.Fatal("Drain returned with a record still being made")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(sink.release)
+	<-drained
+	if e := sink.all(); len(e) != 2 || e[1].BytesIn != int64(len(big)) {
+		t.Fatalf("the records: %+v", e)
 	}
 }
