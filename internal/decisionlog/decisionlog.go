@@ -16,7 +16,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -71,8 +70,25 @@ type Sink interface {
 	Record(Entry)
 }
 
-// validSession keeps a session id usable as a file name.
-var validSession = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+// validSession keeps a session id usable as a file name: ^[A-Za-z0-9]
+// [A-Za-z0-9_.-]{0,127}$ (checked by hand: it runs on every request, and
+// a regexp was a fifth of Record's time; FuzzValidSession holds the two
+// equal).
+func validSession(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Dir writes and reads the per-session files of one directory.
 type Dir struct {
@@ -115,7 +131,7 @@ func OpenDir(dir string) (*Dir, error) {
 // it asks the egress proxy for, …) are cut to fieldMax bytes, and the ids
 // to idsMax, so that one request cannot make a line that hides the rest.
 func (d *Dir) Record(e Entry) {
-	if !validSession.MatchString(e.Session) {
+	if !validSession(e.Session) {
 		return
 	}
 	Clamp(&e)
@@ -265,7 +281,7 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 
 // Remove deletes a session's files: its log's parts and carry.
 func (d *Dir) Remove(session string) error {
-	if !validSession.MatchString(session) {
+	if !validSession(session) {
 		return fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
 	}
 	d.sweepMu.Lock()

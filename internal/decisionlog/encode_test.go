@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,19 @@ func FuzzAppendEntry(f *testing.F) {
 		checkAppendEntry(t, &e)
 		e.Time = time.Unix(0, unixNano).In(time.FixedZone("z", status%100000))
 		checkAppendEntry(t, &e)
+	})
+}
+
+// FuzzValidSession holds the hand-written session id check to the
+// regular expression it replaced.
+func FuzzValidSession(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	for _, s := range []string{"", "a", "-a", "a-", "s.1_x-Y", "../x", "a/b", "a\n", strings.Repeat("a", 128), strings.Repeat("a", 129), "é", "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validSession(s), re.MatchString(s); got != want {
+			t.Fatalf("validSession(%q) = %v, the expression says %v", s, got, want)
+		}
 	})
 }

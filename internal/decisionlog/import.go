@@ -19,7 +19,7 @@ import (
 // gone). Each file is written whole or not at all. A session that has a
 // log already is refused (ErrConflict): Import never mixes two logs.
 func (d *Dir) Import(session string, entries []Entry, carried *Carry) error {
-	if !validSession.MatchString(session) {
+	if !validSession(session) {
 		return fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
 	}
 	d.sweepMu.Lock()

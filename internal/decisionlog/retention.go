@@ -211,7 +211,7 @@ func (d *Dir) SweepAll() {
 		if !ok {
 			s, ok = strings.CutSuffix(n.Name(), ".jsonl")
 		}
-		if ok && validSession.MatchString(s) && !seen[s] {
+		if ok && validSession(s) && !seen[s] {
 			seen[s] = true
 			if err := d.Sweep(s); err != nil {
 				d.sweepFailed(err)
@@ -391,7 +391,7 @@ func firstTime(path string, def time.Time) time.Time {
 // part being written that has had no line for MaxAge, and drops rotated
 // parts, oldest first, that break a cap, their counts carried over.
 func (d *Dir) Sweep(session string) error {
-	if !validSession.MatchString(session) {
+	if !validSession(session) {
 		return fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
 	}
 	d.sweepMu.Lock()
@@ -500,7 +500,7 @@ func (d *Dir) ReadLog(session string) (Log, error) {
 // as one consistent view: a sweep or rotation after it has returned does
 // not change what the files read (a removed file stays readable).
 func (d *Dir) openLog(session string) ([]*os.File, Carry, error) {
-	if !validSession.MatchString(session) {
+	if !validSession(session) {
 		return nil, Carry{}, fmt.Errorf("session id %q: %w", session, errdefs.ErrInvalid)
 	}
 	d.sweepMu.Lock()
