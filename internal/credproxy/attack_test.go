@@ -186,4 +186,3 @@ func TestSlowloris(t *testing.T) {
 		t.Fatalf("upstream saw %d requests, want 1", n)
 	}
 }
-
