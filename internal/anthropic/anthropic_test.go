@@ -176,13 +176,22 @@ func TestSummarizeMatchesReference(t *testing.T) {
 			t.Errorf("%s:\n got  %+v\n want %+v", s, got, want)
 		}
 	}
-	// Long strings, read 8 bytes at a time (plainRun): each byte that ends
-	// or breaks a run, or should not, at every offset of a word.
+	// Long strings (str reads shortRun bytes one by one, then searches and
+	// checks 16 at a time): each byte that ends or breaks a run, or should
+	// not, at every offset of the byte-by-byte part and of the words after
+	// it, alone, after an escaped quote far before it (the string's end
+	// found once, then passed), and in a string never closed.
 	for _, special := range []string{`\"`, `\\`, `\n`, `\u00e9`, "\x00", "\x01", "\x1f", "\x20", "\x21", "\x5b", "\x5c", "\x5d", "\x7f", "\x80", "\xff", "é", `"`} {
-		for pos := 0; pos < 24; pos++ {
-			body := `{"model":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 17) + `","stream":true}`
-			if got, want := Summarize([]byte(body)), summarizeReference([]byte(body)); !reflect.DeepEqual(got, want) {
-				t.Errorf("%q:\n got  %+v\n want %+v", body, got, want)
+		for pos := 0; pos < 64; pos++ {
+			for _, body := range []string{
+				`{"model":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 17) + `","stream":true}`,
+				`{"model":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 45) + `","stream":true}`,
+				`{"model":"` + strings.Repeat("c", 40) + `\"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 33) + `\"x","stream":true}`,
+				`{"model":"` + strings.Repeat("a", pos) + special + strings.Repeat("b", 40),
+			} {
+				if got, want := Summarize([]byte(body)), summarizeReference([]byte(body)); !reflect.DeepEqual(got, want) {
+					t.Errorf("%q:\n got  %+v\n want %+v", body, got, want)
+				}
 			}
 		}
 	}
@@ -351,5 +360,37 @@ func BenchmarkUsageScannerStream(b *testing.B) {
 			s.Write(data[i:min(i+4096, len(data))])
 		}
 		s.Close()
+	}
+}
+
+// BenchmarkSummarizeConversation is Summarize on the shape of body Claude
+// Code sends late in a session: a megabyte of conversation, as prose
+// (long plain strings) and as code (a newline or quote escaped every few
+// dozen bytes, where each escape restarts the search for the string's
+// end).
+func BenchmarkSummarizeConversation(b *testing.B) {
+	for _, c := range []struct{ name, turn string }{
+		{"prose", strings.Repeat("hello world, this is text. ", 75)},
+		{"code", strings.Repeat(`func main() {\n\tfmt.Println(\"hi\")\n}\n`, 50)},
+	} {
+		var sb strings.Builder
+		sb.WriteString(`{"model":"m","stream":true,"messages":[`)
+		for i := 0; sb.Len() < 1<<20; i++ {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(`{"role":"user","content":"` + c.turn + `"}`)
+		}
+		sb.WriteString(`]}`)
+		body := []byte(sb.String())
+		if Summarize(body).Model != "m" {
+			b.Fatal("the body does not summarize")
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				Summarize(body)
+			}
+		})
 	}
 }

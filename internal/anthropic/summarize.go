@@ -319,70 +319,99 @@ func (s *summarizer) lit(w string) bool {
 }
 
 // str validates and skips a string: no control characters, only JSON's
-// escapes.
+// escapes. A whole conversation is mostly string bytes, and the summary is
+// read off every request, so the scan has two speeds: byte by byte for a
+// few bytes (code escapes a newline or a quote every few dozen), then, in
+// a long plain run, the string's end and the next backslash found with
+// bytes.IndexByte (vector instructions) and the bytes before them checked
+// for control characters eight at a time. The end, once found, is kept
+// until passed, so each byte is searched once however many escapes a
+// string has.
 func (s *summarizer) str() bool {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	b, i := s.b, s.i
+	if i >= len(b) || b[i] != '"' {
 		return false
 	}
-	s.i++
-	for s.i < len(s.b) {
-		s.plainRun()
-		if s.i >= len(s.b) {
-			break
+	i++
+	q := -1 // the next '"' at or after i once looked for; stale when below i
+	for {
+		lim := min(i+shortRun, len(b))
+		for ; i < lim; i++ {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+				break
+			}
 		}
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return true
-		case c < 0x20:
+		if i == lim && i < len(b) {
+			if q < i {
+				if q = bytes.IndexByte(b[i:], '"'); q < 0 {
+					q = len(b)
+				} else {
+					q += i
+				}
+			}
+			end := q
+			if k := bytes.IndexByte(b[i:q], '\\'); k >= 0 {
+				end = i + k
+			}
+			i = controlFree(b[:end], i)
+		}
+		if i >= len(b) {
+			s.i = i
 			return false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			s.i = i + 1
+			return true
 		case c == '\\':
-			s.i++
-			if s.i >= len(s.b) {
+			i++
+			if i >= len(b) {
+				s.i = i
 				return false
 			}
-			switch s.b[s.i] {
+			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i++
+				i++
 			case 'u':
-				if len(s.b)-s.i < 5 {
+				if len(b)-i < 5 {
+					s.i = i
 					return false
 				}
-				for _, h := range s.b[s.i+1 : s.i+5] {
+				for _, h := range b[i+1 : i+5] {
 					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						s.i = i
 						return false
 					}
 				}
-				s.i += 5
+				i += 5
 			default:
+				s.i = i
 				return false
 			}
-		default:
-			s.i++
+		default: // a control character
+			s.i = i
+			return false
 		}
 	}
-	return false
 }
 
-// plainRun skips, 8 bytes at a time, what needs no look in a string: no
-// quote, no backslash, no control character. A whole conversation is
-// mostly such bytes, and the summary is read off every request (SWAR:
-// each test is exact as to whether some byte in the word matches; the
-// byte loop in str then finds which).
-func (s *summarizer) plainRun() {
+// shortRun is how many bytes str looks at one by one before it searches.
+const shortRun = 16
+
+// controlFree is the index of the first byte below 0x20 in b from i on,
+// or len(b): 16 bytes at a time (SWAR: exact as to whether some byte of a
+// word is below 0x20), then byte by byte.
+func controlFree(b []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for s.i+8 <= len(s.b) {
-		v := binary.LittleEndian.Uint64(s.b[s.i:])
-		quote, backslash := v^(ones*'"'), v^(ones*'\\')
-		zq := (quote - ones) &^ quote & highs         // a '"'
-		zb := (backslash - ones) &^ backslash & highs // a '\\'
-		lt := (v - ones*0x20) &^ v & highs            // a byte below 0x20
-		if zq|zb|lt != 0 {
-			return
+	for ; i+16 <= len(b); i += 16 {
+		v, w := binary.LittleEndian.Uint64(b[i:]), binary.LittleEndian.Uint64(b[i+8:])
+		if ((v-ones*0x20)&^v|(w-ones*0x20)&^w)&highs != 0 {
+			break
 		}
-		s.i += 8
 	}
+	for ; i < len(b) && b[i] >= 0x20; i++ {
+	}
+	return i
 }
 
 // number validates and skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
