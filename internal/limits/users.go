@@ -26,14 +26,24 @@ type Users struct {
 
 type userState struct {
 	open int
-	day  string // the UTC day of used, "2006-01-02"
+	day  int64 // the UTC day of used, in days since 1970-01-01
 	used int64
 }
 
 // NewUsers returns an empty tracker.
 func NewUsers() *Users { return &Users{Now: time.Now, users: map[string]*userState{}} }
 
-func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+// day is t's UTC day, in days since 1970-01-01 (a number, not a date
+// string: it is asked twice on every proxied request).
+func day(t time.Time) int64 {
+	const secondsPerDay = 24 * 60 * 60
+	s := t.Unix()
+	d := s / secondsPerDay
+	if s%secondsPerDay < 0 {
+		d-- // floor, for a time before 1970
+	}
+	return d
+}
 
 // get returns user's state, its day's count reset when the day changed.
 func (u *Users) get(user string) *userState {

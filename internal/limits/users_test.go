@@ -49,3 +49,25 @@ func TestUsersStreams(t *testing.T) {
 	}
 	r2()
 }
+
+// TestDay: day changes exactly at 00:00 UTC, whatever the time's zone.
+func TestDay(t *testing.T) {
+	tokyo := time.FixedZone("JST", 9*3600)
+	for _, c := range []struct {
+		a, b time.Time
+		same bool
+	}{
+		{time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 2, 23, 59, 59, 999, time.UTC), true},
+		{time.Date(2026, 12, 1, 23, 59, 59, 999999999, time.UTC), time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), false},
+		{time.Date(2026, 12, 2, 8, 59, 0, 0, tokyo), time.Date(2026, 12, 1, 23, 59, 0, 0, time.UTC), true},
+		{time.Date(2026, 12, 2, 9, 0, 0, 0, tokyo), time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), true},
+		{time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC), time.Date(1970, 1, 1, 1, 0, 0, 0, time.UTC), false},
+	} {
+		if got := day(c.a) == day(c.b); got != c.same {
+			t.Errorf("%v and %v: same day %v, want %v", c.a, c.b, got, c.same)
+		}
+		if (c.a.UTC().Format(time.DateOnly) == c.b.UTC().Format(time.DateOnly)) != c.same {
+			t.Fatalf("the case %v / %v is wrong", c.a, c.b)
+		}
+	}
+}
