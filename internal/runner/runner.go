@@ -88,9 +88,12 @@ type Runner struct {
 	boxConns    *chanListener // API connections forwarded from boxes' channels
 	egressConns *chanListener // egress connections forwarded from boxes' channels
 	egress      *egress.Proxy
-	usage       *limits.Tracker  // per-session limits and the tokens used
-	userUsage   *limits.Users    // per-person limits (users.*)
-	unpriced    onceEach         // models with no price, warned about once (usage.go)
+	usage       *limits.Tracker // per-session limits and the tokens used
+	userUsage   *limits.Users   // per-person limits (users.*)
+	unpriced    onceEach        // models with no price, warned about once (usage.go)
+	priceCache  sync.Map        // model → chargedPrice, up to priceCacheMax (usage.go)
+	userCreds   userCredCache   // people's stored credentials as last read (people.go)
+	priceCached atomic.Int32
 	self        session.Person   // the Runner's own user
 	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone

@@ -37,13 +37,38 @@ func (l userLimiter) AccountEntry(e *decisionlog.Entry) {
 	if e.Kind != "" || tk.Total() == 0 {
 		return
 	}
-	p, known := l.r.prices().ChargedPrice(e.Model)
+	p, known := l.r.chargedPrice(e.Model)
 	if !known && l.r.unpriced.first(e.Model) {
 		l.r.log.Warn("a model has no price in the config's [prices]; budgets in money charge it at the dearest price and paddock usage shows its cost as unknown; add it as [prices.models.\"ID\"]",
 			logkey.Session, e.Session, "model", logkey.Clip(e.Model, 128))
 	}
 	l.r.usage.AccountUSD(e.Session, p.Cost(tk))
 }
+
+// chargedPrice is prices().ChargedPrice(model), remembered for up to
+// priceCacheMax models (the config, and so the table, does not change
+// while the Runner runs): it is asked on every request, and a model the
+// table does not know walks the table twice.
+func (r *Runner) chargedPrice(model string) (usage.Price, bool) {
+	if c, ok := r.priceCache.Load(model); ok {
+		cp := c.(chargedPrice)
+		return cp.p, cp.known
+	}
+	p, known := r.prices().ChargedPrice(model)
+	if r.priceCached.Load() < priceCacheMax && r.priceCached.Add(1) <= priceCacheMax {
+		r.priceCache.Store(model, chargedPrice{p, known})
+	}
+	return p, known
+}
+
+type chargedPrice struct {
+	p     usage.Price
+	known bool
+}
+
+// priceCacheMax bounds chargedPrice's memory: the model ids come from the
+// upstream's answers and the boxes' requests.
+const priceCacheMax = 256
 
 // onceEach says yes to the first time of each of up to onceEachMax keys
 // (the model ids the upstream answered with), then no to every key.
