@@ -193,6 +193,7 @@ func (r *Runner) FinishLogin(ctx context.Context, pasted string) (oauth.Status, 
 	stored := credential.File{Path: CredentialFile(r.opts.StateDir)}
 	if a != r.login {
 		stored = r.userCredFile(who.UID)
+		defer r.userCreds.forget(who.UID)
 	}
 	if err := stored.Remove(); err != nil {
 		r.log.Warn("paddock's login: could not remove the stored credential file", "error", err)

@@ -99,12 +99,68 @@ func (r *Runner) userCredFile(uid uint32) credential.File {
 	return credential.File{Path: filepath.Join(r.opts.StateDir, "users", strconv.FormatUint(uint64(uid), 10), "credential.json")}
 }
 
+// userCredCache keeps each person's stored credential as last read: every
+// request of their sessions asks for it, and reading the file each time
+// was an open, a read and a JSON parse per request. The Runner is the
+// file's only writer (SetUserCredential, RemoveUserCredential, a login),
+// and each of them forgets the person's copy; a copy older than
+// userCredRecheck is read again anyway, so a file changed by hand is seen
+// within that. Only a credential, or its absence, is kept: any other
+// error (a damaged file) is met again on the next request.
+type userCredCache struct {
+	mu sync.Mutex
+	m  map[uint32]cachedUserCred
+	// now is the clock (tests); nil is time.Now.
+	now func() time.Time
+}
+
+type cachedUserCred struct {
+	c   credential.Credential
+	err error // nil or credential.ErrMissing
+	at  time.Time
+}
+
+const userCredRecheck = 10 * time.Second
+
+func (u *userCredCache) clock() time.Time {
+	if u.now != nil {
+		return u.now()
+	}
+	return time.Now()
+}
+
+func (u *userCredCache) load(uid uint32, f credential.File) (credential.Credential, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	if c, ok := u.m[uid]; ok && now.Sub(c.at) < userCredRecheck {
+		return c.c, c.err
+	}
+	c, err := f.Load()
+	if err == nil || errors.Is(err, credential.ErrMissing) {
+		if u.m == nil {
+			u.m = map[uint32]cachedUserCred{}
+		}
+		u.m[uid] = cachedUserCred{c: c, err: err, at: now}
+	} else {
+		delete(u.m, uid)
+	}
+	return c, err
+}
+
+// forget drops uid's copy: its file was just written or removed.
+func (u *userCredCache) forget(uid uint32) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m, uid)
+}
+
 // credentialOfPerson is the credential p's sessions go out with: theirs,
 // or the owner's where that is theirs (admins) or the config lends it
 // (credential.fallback_to_owner). Its User says whose it is.
 func (r *Runner) credentialOfPerson(p session.Person) (credential.Credential, error) {
 	if !r.usesOwnersCredential(p) {
-		c, err := r.userCredFile(p.UID).Load()
+		c, err := r.userCreds.load(p.UID, r.userCredFile(p.UID))
 		if err == nil {
 			c.Source, c.User = "user:"+p.Name, p.Name
 			return c, nil
@@ -143,6 +199,7 @@ func (r *Runner) SetUserCredential(ctx context.Context, kind credential.Kind, s 
 	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
 		return credential.Status{}, err
 	}
+	defer r.userCreds.forget(p.UID) // after the write: no request reads the old one back in
 	if err := f.Save(kind, s); err != nil {
 		return credential.Status{}, err
 	}
@@ -156,6 +213,7 @@ func (r *Runner) RemoveUserCredential(ctx context.Context) error {
 	if r.usesOwnersCredential(p) {
 		return fmt.Errorf("%s is an admin and uses the owner's credential; remove it on the host with paddock credential rm: %w", p.Name, errdefs.ErrInvalid)
 	}
+	defer r.userCreds.forget(p.UID)
 	if err := r.userCredFile(p.UID).Remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

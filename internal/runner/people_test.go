@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/audit"
@@ -286,5 +287,52 @@ func TestAuditOverTheSocket(t *testing.T) {
 	var n int
 	if err := c.Audit(context.Background(), api.AuditQuery{N: 1}, func(audit.Entry) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("the last entry: %d %v", n, err)
+	}
+}
+
+// TestUserCredCache: a person's stored credential is read once and then
+// kept; forget (after the Runner writes or removes it) and the recheck
+// period make the next request read the file again; a damaged file is
+// never kept.
+func TestUserCredCache(t *testing.T) {
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	u := &userCredCache{now: func() time.Time { return now }}
+	f := credential.File{Path: filepath.Join(t.TempDir(), "credential.json")}
+	if _, err := u.load(7, f); !errors.Is(err, credential.ErrMissing) {
+		t.Fatalf("no file: %v", err)
+	}
+	if err := f.Save(credential.KindAPIKey, secret.New("sk-ant-api03-first-000000000000")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.load(7, f); !errors.Is(err, credential.ErrMissing) {
+		t.Fatalf("the absence is kept until forgotten: %v", err)
+	}
+	u.forget(7)
+	if c, err := u.load(7, f); err != nil || c.Secret.Reveal() != "sk-ant-api03-first-000000000000" {
+		t.Fatalf("after forget: %v", err)
+	}
+	// Changed by hand: seen after the recheck period.
+	if err := f.Save(credential.KindAPIKey, secret.New("sk-ant-api03-second-00000000000")); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := u.load(7, f); c.Secret.Reveal() != "sk-ant-api03-first-000000000000" {
+		t.Fatal("read again before the recheck period")
+	}
+	now = now.Add(userCredRecheck)
+	if c, err := u.load(7, f); err != nil || c.Secret.Reveal() != "sk-ant-api03-second-00000000000" {
+		t.Fatalf("after the recheck period: %v", err)
+	}
+	// A damaged file is an error each time, not kept.
+	if err := os.WriteFile(f.Path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.forget(7)
+	for i := 0; i < 2; i++ {
+		if _, err := u.load(7, f); err == nil || errors.Is(err, credential.ErrMissing) {
+			t.Fatalf("a damaged file: %v", err)
+		}
+	}
+	if _, ok := u.m[7]; ok {
+		t.Fatal("a damaged file's error is kept")
 	}
 }
