@@ -520,11 +520,23 @@ func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role, keys string) e
 		return err
 	}
 	// The terminal ended (not an error of attach): say why when the
-	// session no longer runs as it did (frozen, asleep, removed).
-	if s, serr := c.Session(cmd.Context(), ref); serr == nil {
+	// session no longer runs as it did (frozen, asleep, removed). A sleep
+	// or rm cuts the terminal before it is done: wait for it (Ending).
+	s, serr := c.Session(cmd.Context(), ref)
+	for deadline := time.Now().Add(endingWait); serr == nil && s.Ending != "" && time.Now().Before(deadline); {
+		select {
+		case <-cmd.Context().Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+		s, serr = c.Session(cmd.Context(), ref)
+	}
+	if serr == nil {
 		switch {
 		case s.Frozen:
 			fmt.Fprintf(o.Stderr, "\r\n%s was frozen; paddock attach %s (or paddock wake %s) thaws it\r\n", ref, ref, ref)
+		case s.Observed == session.Removed:
+			fmt.Fprintf(o.Stderr, "\r\n%s was removed\r\n", ref)
 		case s.Observed != session.Running && s.Reason != "":
 			fmt.Fprintf(o.Stderr, "\r\n%s is %s: %s\r\n", ref, s.Observed, s.Reason)
 		case s.Observed != session.Running:
@@ -535,6 +547,10 @@ func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role, keys string) e
 	}
 	return nil
 }
+
+// endingWait bounds how long attach waits, after its terminal was cut,
+// for the sleep or rm that cut it to finish (a box gets 5 s to stop).
+const endingWait = 30 * time.Second
 
 // terminalReset leaves the alternate screen and turns off mouse
 // reporting, bracketed paste and focus events; shows the cursor; resets colours.

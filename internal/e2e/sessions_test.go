@@ -394,7 +394,35 @@ func TestAttachAndDetach(t *testing.T) {
 		t.Fatal("a freeze left an attach in place")
 	}
 	e.pd("wake", name)
-	e.pd("rm", "-f", name)
+
+	// A sleep, then an rm, end the terminal before they are done: the
+	// attach waits for them and says which.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sleep", name}, "att is asleep"},
+		{[]string{"rm", "-f", name}, "att was removed"},
+	} {
+		if c.args[0] == "rm" {
+			e.pd("wake", name)
+		}
+		var out testenv.Buffer
+		attached := make(chan int, 1)
+		go func() { attached <- mainWithStdin2(ctx, e, idle, &out, "attach", name) }()
+		for end := time.Now().Add(20 * time.Second); !strings.Contains(plain(out.String()), "turn 1") && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		e.pd(c.args...)
+		select {
+		case code := <-attached:
+			if code != 0 || !strings.Contains(out.String(), c.want) {
+				t.Fatalf("attach through %v: %d, want %q in %q", c.args, code, c.want, out.String())
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatalf("%v left an attach in place", c.args)
+		}
+	}
 }
 
 // TestSetModelAndKeepVolume: set restarts claude with --resume and the new

@@ -92,8 +92,9 @@ type Runner struct {
 	userUsage   *limits.Users   // per-person limits (users.*)
 	unpriced    onceEach        // models with no price, warned about once (usage.go)
 	priceCache  sync.Map        // model → chargedPrice, up to priceCacheMax (usage.go)
-	userCreds   userCredCache   // people's stored credentials as last read (people.go)
 	priceCached atomic.Int32
+	userCreds   userCredCache    // people's stored credentials as last read (people.go)
+	ending      sync.Map         // session id → the session.Op ending its box now (Session.Ending)
 	self        session.Person   // the Runner's own user
 	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone

@@ -196,6 +196,9 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 		if json.Unmarshal(kv.Value, &s) == nil {
 			r.fillOwner(&s)
 			r.owners.set(s.ID, s.Owner)
+			if op, ok := r.ending.Load(s.ID); ok {
+				s.Ending = op.(session.Op)
+			}
 			out = append(out, s)
 		}
 	}
@@ -207,6 +210,7 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 func (r *Runner) save(s *session.Session) error {
 	s.Updated = time.Now().UTC()
 	s.YourRole = "" // per caller, never stored
+	s.Ending = ""   // while an operation runs, never stored
 	r.fillOwner(s)
 	r.owners.set(s.ID, s.Owner)
 	r.stampActivity(s) // the activity in memory is the current one
@@ -1016,9 +1020,16 @@ func (r *Runner) detach(id string) error {
 // opens its backend: the common start of sleeping and removing. On error
 // nothing stays locked.
 func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (session.Session, sandbox.Backend, func(), error) {
-	s, unlock, err := r.lockSession(ctx, ref, op)
+	s, locked, err := r.lockSession(ctx, ref, op)
 	if err != nil {
 		return s, nil, nil, err
+	}
+	// From the detach on, the session says what is ending it (Ending),
+	// until the operation is over.
+	r.ending.Store(s.ID, op)
+	unlock := func() {
+		r.ending.Delete(s.ID)
+		locked()
 	}
 	if err := r.detach(s.ID); err != nil {
 		unlock()

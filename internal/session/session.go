@@ -158,6 +158,11 @@ type Session struct {
 	// YourRole is the caller's role on this session, set per request by
 	// the access checks on the copy they answer with; never stored.
 	YourRole Role `json:"your_role,omitempty"`
+	// Ending is the operation (sleep, rm) that is ending the session's
+	// box at this moment: set by the Runner on the copies it answers with
+	// while that runs, so that a terminal it cut off can say what is
+	// happening before Observed says it; never stored.
+	Ending Op `json:"ending,omitempty"`
 
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
