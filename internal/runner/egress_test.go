@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -186,5 +188,76 @@ func TestSessionOwnCredential(t *testing.T) {
 	r.RemoveSession(context.Background(), theirs.ID, false)
 	if _, err := os.Stat(filepath.Join(dir, "session-credentials", mine.ID+".json")); err == nil {
 		t.Fatal("rm left the session's credential")
+	}
+}
+
+// TestApprovalExpiryArmed: a policy with timed approvals (egress approve
+// --for) has the session's tunnels checked again when the next one ends,
+// and then the one after; setting the policy — as a start, a wake or a
+// Runner started again does — arms it from the stored approvals alone;
+// dropping the policy stops it.
+func TestApprovalExpiryArmed(t *testing.T) {
+	cfg := config.Default()
+	cfg.Proxy.Listen = "off"
+	cfg.Web.Listen = "off"
+	cfg.Credential.ClaudeLoginFile = "off"
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s := session.Session{ID: "expiring", Name: "expiring", Egress: session.EgressAllowlist, EgressApproved: []session.Approval{
+		{Rule: "a.example.com", Until: now.Add(-time.Minute), By: "ben"}, // over already
+		{Rule: "b.example.com", Until: now.Add(300 * time.Millisecond), By: "ben"},
+		{Rule: "c.example.com", By: "ben"}, // no end
+		{Rule: "d.example.com", Until: now.Add(900 * time.Millisecond), By: "ben"},
+	}}
+	armed := func() bool {
+		r.pmu.Lock()
+		defer r.pmu.Unlock()
+		return r.expiry[s.ID] != nil
+	}
+	if _, err := r.setPolicy(&s); err != nil {
+		t.Fatal(err)
+	}
+	if !armed() {
+		t.Fatal("no timer for the approvals' ends")
+	}
+	r.pmu.Lock()
+	first := r.expiry[s.ID]
+	r.pmu.Unlock()
+	// Past b's end: armed again, for d's.
+	var second *time.Timer
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r.pmu.Lock()
+		second = r.expiry[s.ID]
+		r.pmu.Unlock()
+		if second != nil && second != first {
+			break
+		}
+	}
+	if second == nil || second == first {
+		t.Fatal("not armed again for the next approval's end")
+	}
+	// Past d's end: nothing left to arm.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !armed() {
+			break
+		}
+	}
+	if armed() {
+		t.Fatal("still armed with every timed approval over")
+	}
+	// Armed again by a policy set anew, and stopped by its drop.
+	s.EgressApproved = append(s.EgressApproved, session.Approval{Rule: "e.example.com", Until: time.Now().Add(time.Hour), By: "ben"})
+	if _, err := r.setPolicy(&s); err != nil {
+		t.Fatal(err)
+	}
+	if !armed() {
+		t.Fatal("a new timed approval is not armed")
+	}
+	r.dropPolicy(s.ID)
+	if armed() {
+		t.Fatal("a dropped policy left its timer")
 	}
 }

@@ -232,13 +232,7 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 	s.EgressApproved = slices.DeleteFunc(s.EgressApproved, func(x session.Approval) bool {
 		return x.Rule == a.Rule || !x.Until.IsZero() && !now.Before(x.Until)
 	})
-	s.EgressApproved = append(s.EgressApproved, a)
-	if !a.Until.IsZero() {
-		// When it ends, tunnels it alone allowed are cut (new connections
-		// stop matching it by themselves).
-		id := s.ID
-		time.AfterFunc(time.Until(a.Until)+10*time.Millisecond, func() { r.egress.Recheck(id) })
-	}
+	s.EgressApproved = append(s.EgressApproved, a) // its end is armed by setPolicy (armExpiryLocked)
 	if err := r.save(&s); err != nil {
 		return res, err
 	}

@@ -105,6 +105,7 @@ type Runner struct {
 	pmu         sync.Mutex
 	noOwnCred   sync.Map                  // session ids known to have no credential of their own
 	policies    map[string]*egress.Policy // by session id; none means offline
+	expiry      map[string]*time.Timer    // by session id: its next timed approval's end (armExpiryLocked)
 
 	sess sessionsState
 	act  activityState // what claude does in each session (activity.go)
@@ -135,7 +136,7 @@ func New(opts Options) (_ *Runner, err error) {
 	}
 	quietKlog(opts.Log)
 	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
-		egressConns: newChanListener(), policies: map[string]*egress.Policy{},
+		egressConns: newChanListener(), policies: map[string]*egress.Policy{}, expiry: map[string]*time.Timer{},
 		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},
 		adopted:  make(chan struct{}),
 		backends: map[string]sandbox.Backend{}}
@@ -287,8 +288,45 @@ func (r *Runner) setPolicy(s *session.Session) (int, error) {
 	} else {
 		r.policies[s.ID] = p
 	}
+	r.armExpiryLocked(s.ID, p)
 	r.pmu.Unlock()
 	return r.egress.Recheck(s.ID), nil
+}
+
+// armExpiryLocked has the session's tunnels checked again when the next of
+// its timed approvals (egress approve --for) ends: new connections stop
+// matching an approval by themselves, and the check cuts a tunnel that it
+// alone allowed. One timer per session, replaced with each policy (so a
+// Runner started again arms it from the stored approvals), stopped with
+// the policy. Under pmu.
+func (r *Runner) armExpiryLocked(id string, p *egress.Policy) {
+	if t := r.expiry[id]; t != nil {
+		t.Stop()
+		delete(r.expiry, id)
+	}
+	if p == nil {
+		return
+	}
+	now := time.Now()
+	var next time.Time
+	for _, a := range p.Approved {
+		if !a.Until.IsZero() && a.Until.After(now) && (next.IsZero() || a.Until.Before(next)) {
+			next = a.Until
+		}
+	}
+	if next.IsZero() {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(time.Until(next)+10*time.Millisecond, func() {
+		r.egress.Recheck(id)
+		r.pmu.Lock()
+		defer r.pmu.Unlock()
+		if r.expiry[id] == t { // not replaced meanwhile: on to the next one
+			r.armExpiryLocked(id, r.policies[id])
+		}
+	})
+	r.expiry[id] = t
 }
 
 // dropPolicy ends a session's egress: its tunnels are cut, its waiting
@@ -296,6 +334,7 @@ func (r *Runner) setPolicy(s *session.Session) (int, error) {
 func (r *Runner) dropPolicy(id string) {
 	r.pmu.Lock()
 	delete(r.policies, id)
+	r.armExpiryLocked(id, nil)
 	r.pmu.Unlock()
 	if r.egress != nil {
 		r.egress.Recheck(id)
