@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -100,7 +101,7 @@ func (s *streamedBody) readSome() error {
 	}
 	if len(s.data) == cap(s.data) {
 		grow := min(s.want-int64(len(s.data)), int64(max(cap(s.data), 64<<10)))
-		s.data = append(s.data, make([]byte, grow)...)[:len(s.data)]
+		s.data = slices.Grow(s.data, int(grow))
 	}
 	end := min(int64(cap(s.data)), s.want)
 	n, err := s.src.Read(s.data[len(s.data):end])
