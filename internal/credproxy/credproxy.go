@@ -211,19 +211,20 @@ func channelSession(ctx context.Context) (string, bool) { return chansession.Fro
 // reqState is one request's state, from ServeHTTP through forward to
 // the record.
 type reqState struct {
-	entry   decisionlog.Entry
-	rt      route
-	query   string
-	body    []byte
-	stream  *streamedBody // a body passed on as it arrives; then body is set in finish
-	cred    credential.Credential
-	token   string // the presented token, to strip copies of it
-	scanner *anthropic.UsageScanner
-	cancel  context.CancelFunc // nil with paddock's own Transport
-	upErr   error
-	buf     *bytes.Buffer
-	cw      *countingWriter
-	tap     *tapBody
+	entry    decisionlog.Entry
+	rt       route
+	query    string
+	body     []byte
+	stream   *streamedBody // a body passed on as it arrives; then body is set in finish
+	answered bool          // the whole answer was sent before the rest of a streamed body was read
+	cred     credential.Credential
+	token    string // the presented token, to strip copies of it
+	scanner  *anthropic.UsageScanner
+	cancel   context.CancelFunc // nil with paddock's own Transport
+	upErr    error
+	buf      *bytes.Buffer
+	cw       *countingWriter
+	tap      *tapBody
 	// the upstream request, kept here to save allocations
 	out     http.Request
 	url     url.URL
@@ -442,7 +443,7 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 			st.entry.Reason = "the upstream sent nothing for " + p.opts.StreamIdleTimeout.String() + "; response cut"
 		case st.tap != nil && st.tap.stalled.Load():
 			st.entry.Reason = "the client read nothing for " + p.opts.StreamIdleTimeout.String() + "; connection closed"
-		case r.Context().Err() != nil:
+		case r.Context().Err() != nil && !st.answered:
 			st.entry.Reason = "client went away"
 		}
 	}

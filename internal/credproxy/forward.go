@@ -103,6 +103,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 			}
 		}
 		if rerr == io.EOF {
+			p.drainBody(w, st)
 			return
 		}
 		if rerr != nil {
@@ -180,6 +181,24 @@ func (p *Proxy) wholeBody(st *reqState) bool {
 	st.body, st.stream = s.data, nil
 	st.entry.BytesIn = int64(len(st.body))
 	return true
+}
+
+// drainBody reads what is left of a streamed body after an answer the
+// upstream gave before it had all of it (a 413): the answer is flushed
+// first, then the rest is read, within the read timeout, as the body read
+// whole first used to be. A client still uploading expects to finish
+// before it reads the answer, and a connection closed under its upload
+// would reach it as a reset instead of that answer.
+func (p *Proxy) drainBody(w http.ResponseWriter, st *reqState) {
+	s := st.stream
+	if s == nil || s.complete() {
+		return
+	}
+	if http.NewResponseController(w).Flush() != nil {
+		return
+	}
+	st.answered = true // the answer is out: a client that leaves now has it
+	_ = s.finish()
 }
 
 // brokenBody answers a request whose streamed body the client did not
