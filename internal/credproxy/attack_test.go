@@ -1,6 +1,7 @@
 package credproxy
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -185,4 +186,9 @@ func TestSlowloris(t *testing.T) {
 	if n := len(rc.all()); n != 1 {
 		t.Fatalf("upstream saw %d requests, want 1", n)
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -429,6 +429,7 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 		// The upstream write is over (RoundTrip and the answer's Close wait
 		// for it): what came is the handler's.
 		s.disarm()
+		s.clearAbort()
 		st.body, st.stream = s.data, nil
 		st.entry.BytesIn = int64(len(st.body))
 	}

@@ -59,7 +59,8 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 			p.brokenBody(w, st)
 			return
 		}
-		p.upstreamError(w, r, st, err)
+		p.upstreamError(w, r, st, err) // aborts the handler when the client went
+		p.drainBody(w, st)             // the answer first, then the rest of the body
 		return
 	}
 	st.entry.Status = resp.StatusCode
@@ -183,8 +184,9 @@ func (p *Proxy) wholeBody(st *reqState) bool {
 	return true
 }
 
-// drainBody reads what is left of a streamed body after an answer the
-// upstream gave before it had all of it (a 413): the answer is flushed
+// drainBody reads what is left of a streamed body after an answer given
+// before the upstream had all of it (its early 413, or paddock's 502 or
+// 504 when it failed meanwhile): the answer is flushed
 // first, then the rest is read, within the read timeout, as the body read
 // whole first used to be. A client still uploading expects to finish
 // before it reads the answer, and a connection closed under its upload

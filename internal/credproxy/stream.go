@@ -44,7 +44,13 @@ type streamedBody struct {
 	wt   *watch                   // the read timeout, while armed
 	off  int                      // what Read has handed out
 
-	aborted atomic.Bool
+	// The Transport's abortRead may run on the handler's goroutine while
+	// the write goroutine reads: aborted says it did, reading that a read
+	// of the client is under way (so only then does abortRead set a past
+	// deadline on the connection), deadline that it set one, which the
+	// handler clears once the write is over (clearAbort). fired is the
+	// read timeout's own deadline.
+	aborted, reading, deadline, fired atomic.Bool
 }
 
 // streamBody starts a streamed body for r, whose declared length is over
@@ -66,8 +72,11 @@ func (p *Proxy) streamBody(w http.ResponseWriter, r *http.Request, buf *bytes.Bu
 // (a deadline in the past, set by the watchdog: no per-request socket
 // deadline).
 func (s *streamedBody) arm() {
-	rc := s.rc
-	s.wt = s.p.wd.arm(s.p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
+	s.fired.Store(false)
+	s.wt = s.p.wd.arm(s.p.opts.ReadTimeout, func() {
+		s.fired.Store(true)
+		_ = s.rc.SetReadDeadline(aLongTimeAgo)
+	})
 }
 
 // disarm stops the read timeout; if it fired, the connection's deadline
@@ -89,14 +98,24 @@ func (s *streamedBody) disarm() {
 func (s *streamedBody) complete() bool { return int64(len(s.data)) == s.want }
 
 // readSome reads what the client has sent next into data. At the
-// declared length it reads once more, which returns the body's end: the
-// server then knows the body is done.
+// declared length it reads once more, which returns the body's end (from
+// the body's own count, not the connection): the server then knows the
+// body is done — unless the read was stopped meanwhile, when a deadline
+// may be left on the connection that must not meet the server's watch of
+// it. The read timeout is disarmed as soon as the body is whole: what
+// follows is the upstream's time, not the client's.
+//
+// A read the Transport stopped (abortRead) returns errAbortedRead and is
+// not the client's failure: err is left as it was.
 func (s *streamedBody) readSome() error {
 	if s.err != nil {
 		return s.err
 	}
 	if s.complete() {
-		_, _ = s.src.Read(s.data[len(s.data):len(s.data)])
+		s.disarm()
+		if !s.aborted.Load() {
+			_, _ = s.src.Read(s.data[len(s.data):len(s.data)])
+		}
 		return nil
 	}
 	if len(s.data) == cap(s.data) {
@@ -104,7 +123,13 @@ func (s *streamedBody) readSome() error {
 		s.data = slices.Grow(s.data, int(grow))
 	}
 	end := min(int64(cap(s.data)), s.want)
+	s.reading.Store(true)
+	if s.aborted.Load() { // after reading is set: abortRead sees one or the other
+		s.reading.Store(false)
+		return errAbortedRead
+	}
 	n, err := s.src.Read(s.data[len(s.data):end])
+	s.reading.Store(false)
 	s.data = s.data[:len(s.data)+n]
 	if err == io.EOF && !s.complete() {
 		err = io.ErrUnexpectedEOF
@@ -112,10 +137,19 @@ func (s *streamedBody) readSome() error {
 	if err == io.EOF {
 		err = nil
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		if s.complete() {
+			s.disarm()
+		}
+	case s.aborted.Load() && !s.fired.Load():
+		return errAbortedRead
+	case s.fired.Load():
+		s.err = errors.New("request body deadline")
+	default:
 		s.err = err
 	}
-	return err
+	return s.err
 }
 
 // WriteTo copies the body to w as it arrives, starting with what the
@@ -144,9 +178,6 @@ func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
 			_ = s.readSome() // the body's end
 			return int64(sent), nil
 		}
-		if s.aborted.Load() {
-			return int64(sent), bodyReadError{errAbortedRead}
-		}
 		if err := s.readSome(); err != nil {
 			return int64(sent), bodyReadError{err}
 		}
@@ -156,20 +187,33 @@ func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
 var errAbortedRead = errors.New("credproxy: the request body's read was stopped")
 
 // abortRead ends a read of the client in progress, and any to come, from
-// any goroutine (see readAborter).
+// any goroutine (see readAborter). Only a read under way gets a past
+// deadline on the connection; clearAbort takes it off again.
 func (s *streamedBody) abortRead() {
 	s.aborted.Store(true)
-	_ = s.rc.SetReadDeadline(aLongTimeAgo)
+	if s.reading.Load() {
+		s.deadline.Store(true)
+		_ = s.rc.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+// clearAbort undoes abortRead once no write runs any more: the
+// connection's deadline is cleared (its next request, or the rest of the
+// body, is read as usual) and reads may go on.
+func (s *streamedBody) clearAbort() {
+	if s.deadline.Swap(false) {
+		_ = s.rc.SetReadDeadline(time.Time{}) // the read timeout, if armed and due, sets it again
+	}
+	s.aborted.Store(false)
 }
 
 // finish reads what is left of the body, once no write runs any more: for
-// a request sent again. A read stopped by abortRead goes on.
+// a request sent again, or after an early answer. A read stopped by
+// abortRead goes on.
 func (s *streamedBody) finish() error {
-	if s.aborted.Swap(false) {
-		_ = s.rc.SetReadDeadline(time.Time{})
-		if errors.Is(s.err, errAbortedRead) || isTimeout(s.err) {
-			s.err = nil
-		}
+	s.clearAbort()
+	if s.complete() {
+		return nil
 	}
 	s.arm()
 	defer s.disarm()
@@ -202,8 +246,3 @@ func (s *streamedBody) Read(p []byte) (int, error) {
 }
 
 func (s *streamedBody) Close() error { return nil }
-
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.As(err, &te) && te.Timeout()
-}

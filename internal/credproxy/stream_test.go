@@ -338,3 +338,40 @@ func TestLargeRecordAside(t *testing.T) {
 		t.Fatalf("the records: %+v", e)
 	}
 }
+
+// TestUpstreamFailsDuringUpload: an upstream that drops the connection
+// while a slow client is still sending its body is paddock's 502 — the
+// upstream's failure, not a broken body of the client's (400, which
+// Claude Code would not retry) — sent at once; the rest of the body is
+// then read, so the client finishes its upload and reads that answer.
+func TestUpstreamFailsDuringUpload(t *testing.T) {
+	body := conversation(600 << 10)
+	dropped := make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadFull(r.Body, make([]byte, 100<<10))
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c.Close()
+		close(dropped)
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.ReadTimeout = time.Minute })
+	rc := h.dialRaw()
+	rc.head(h, len(body))
+	rc.write(body[:len(body)/2])
+	<-dropped
+	resp, b := rc.response() // before the rest is sent
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(b, "could not be reached") {
+		t.Fatalf("the upstream dropped mid-upload: %d %s", resp.StatusCode, b)
+	}
+	rc.write(body[len(body)/2:])
+	if n, err := rc.br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the body: %d bytes, %v; want the connection closed", n, err)
+	}
+	e := waitEntries(t, h, 1)
+	if e[0].Status != http.StatusBadGateway {
+		t.Fatalf("the decision: %+v", e[0])
+	}
+}
