@@ -166,6 +166,10 @@ func (g *Guest) serve(c net.Conn) {
 }
 
 func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h channel.Header) {
+	if pre21Streams && (h.Type == channel.TypePut || h.Type == channel.TypeSelfTest) {
+		unknownType(st, h)
+		return
+	}
 	switch h.Type {
 	case channel.TypePing:
 		_ = channel.WriteJSONLine(st, channel.Reply{OK: true, Version: version.String(), PID: os.Getpid()})
@@ -191,9 +195,15 @@ func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h cha
 		_ = channel.WriteJSONLine(st, r)
 		st.Close()
 	default:
-		_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("unknown stream type %q", h.Type)})
-		st.Close()
+		unknownType(st, h)
 	}
+}
+
+// unknownType answers a stream type this guest does not know; the Runner
+// then does the work another way (channel.ErrUnknownType).
+func unknownType(st net.Conn, h channel.Header) {
+	_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("unknown stream type %q", h.Type)})
+	st.Close()
 }
 
 // listen opens addr in the box and forwards each connection over srv.

@@ -107,6 +107,37 @@ func PaddockBinary(t testing.TB) string {
 	return builtBin
 }
 
+// OlderGuestBinary builds, once per test process, the slim guest as a
+// guest from before the put and selftest streams answers them (the
+// paddock_pre21guest build tag), beside PaddockBinary, and returns its
+// path: what a box made from an older image runs.
+func OlderGuestBinary(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Dir(PaddockBinary(t))
+	olderOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			olderErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "paddock_pre21guest", "-o", filepath.Join(dir, "paddock-guest-pre21"), "./cmd/paddock-guest")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			olderErr = fmt.Errorf("go build the older guest: %v\n%s", err, b)
+		}
+	})
+	if olderErr != nil {
+		t.Fatal(olderErr)
+	}
+	return filepath.Join(dir, "paddock-guest-pre21")
+}
+
+var (
+	olderOnce sync.Once
+	olderErr  error
+)
+
 // GuestBinary returns the slim guest binary (cmd/paddock-guest) built
 // beside PaddockBinary: what boxes carry as their paddock.
 func GuestBinary(t testing.TB) string {
