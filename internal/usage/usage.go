@@ -327,14 +327,16 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	}
 	var d time.Duration
 	if n, unit := s[:len(s)-1], s[len(s)-1]; unit == 'd' || unit == 'w' {
-		v, err := strconv.ParseUint(n, 10, 16)
-		if err != nil || v > 100*366 {
+		days, err := strconv.ParseUint(n, 10, 16)
+		if unit == 'w' {
+			days *= 7
+		}
+		// At most a century, in days: weeks too (20000w overflowed the
+		// duration into a time in the future).
+		if err != nil || days > 100*366 {
 			return time.Time{}, bad
 		}
-		d = time.Duration(v) * 24 * time.Hour
-		if unit == 'w' {
-			d *= 7
-		}
+		d = time.Duration(days) * 24 * time.Hour
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil || d < 0 {
