@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,4 +19,18 @@ func FuzzParseSince(f *testing.F) {
 			t.Fatalf("ParseSince(%q) = %v, after now", s, got)
 		}
 	})
+}
+
+// TestParseSinceSaysWhy: a value too far back says so, and what to give;
+// one that is no duration says what is.
+func TestParseSinceSaysWhy(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for s, want := range map[string]string{"20000w": "more than a century", "36601d": "more than a century", "yesterday": "not a duration"} {
+		if _, err := ParseSince(s, now); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseSince(%q): %v, want %q", s, err, want)
+		}
+	}
+	if got, err := ParseSince("5228w", now); err != nil || !got.Before(now) {
+		t.Errorf("ParseSince(5228w): %v %v", got, err)
+	}
 }

@@ -333,8 +333,11 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		}
 		// At most a century, in days: weeks too (20000w overflowed the
 		// duration into a time in the future).
-		if err != nil || days > 100*366 {
+		if err != nil {
 			return time.Time{}, bad
+		}
+		if days > 100*366 {
+			return time.Time{}, fmt.Errorf("--since %q reaches back more than a century; give at most 36600d, or a date", s)
 		}
 		d = time.Duration(days) * 24 * time.Hour
 	} else {
