@@ -132,8 +132,9 @@ type Options struct {
 	// OnExpired, if set, is asked when the upstream answers 401 saying the
 	// token a request went out with expired: a fresher credential, and
 	// true, has the request sent once more with it (the body whole: a
-	// streamed one is read to its end first); false passes the 401 on. The Runner refreshes its own login
-	// there, once however many requests ask.
+	// streamed one is read to its end first); false passes the 401 on.
+	// The Runner refreshes its own login there, once however many requests
+	// ask.
 	OnExpired func(ctx context.Context, used credential.Credential) (credential.Credential, bool)
 }
 

@@ -44,8 +44,9 @@ import (
 //     request goes on while the answer is read; if it has not all gone
 //     250 ms after the answer ends, it is stopped and the connection is not
 //     reused. A body that may itself wait on someone (readAborter: one
-//     streamed from the proxy's client) has its read stopped with it. RoundTrip and the body's end return only once the write is
-//     done with the request's body.
+//     streamed from the proxy's client) has its read stopped with it.
+//     RoundTrip and the body's end return only once the write is done with
+//     the request's body.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
@@ -209,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 			default:
 				uc.raw.Close() // no answer: end the write too
-				abortBodyRead(req)
+				abortBodyRead(req.Body)
 				<-writing
 			}
 			return fail(timedOut(err))
@@ -229,7 +230,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		r, err := fail(err) // closes the connection: the write ends
 		if writing != nil {
-			abortBodyRead(req)
+			abortBodyRead(req.Body)
 			<-writing
 		}
 		return r, err
@@ -260,8 +261,8 @@ func (e bodyReadError) Unwrap() error { return e.err }
 // on.
 type readAborter interface{ abortRead() }
 
-func abortBodyRead(req *http.Request) {
-	if a, ok := req.Body.(readAborter); ok {
+func abortBodyRead(body io.ReadCloser) {
+	if a, ok := body.(readAborter); ok {
 		a.abortRead()
 	}
 }
@@ -461,9 +462,7 @@ func (b *upstreamBody) wrote(couldKeep bool) bool {
 		}
 	}
 	b.uc.conn.SetWriteDeadline(aLongTimeAgo)
-	if a, ok := b.reqBody.(readAborter); ok {
-		a.abortRead()
-	}
+	abortBodyRead(b.reqBody)
 	<-b.writing
 	return false // even had it just ended: the connection has a deadline now
 }
