@@ -30,18 +30,18 @@ import (
 //     request's own fields. A field name, value, method, host or query
 //     with a byte that could end the line or field fails the request, as
 //     in net/http's Transport: nothing is sent rewritten.
-func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
-	if req.Body != nil {
-		defer func() {
-			if cerr := req.Body.Close(); err == nil {
-				err = cerr
-			}
-		}()
+func writeRequest(bw *bufio.Writer, req *http.Request) error {
+	if err := checkOutbound(req); err != nil {
+		closeBody(req)
+		return err
 	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
+	return writeChecked(bw, req)
+}
+
+// checkOutbound is writeRequest's refusal, made before a byte is written:
+// it fails the requests writeRequest would not send.
+func checkOutbound(req *http.Request) error {
+	host := requestHost(req)
 	switch {
 	case !httpguts.ValidHeaderFieldName(req.Method): // a method is a token, as a field name is
 		return fmt.Errorf("credproxy: invalid method %q", req.Method)
@@ -62,7 +62,27 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		}
 		return fmt.Errorf("credproxy: invalid value for header %q", k)
 	}
+	return nil
+}
 
+// requestHost is the host a request is sent to: its Host, else its URL's.
+func requestHost(req *http.Request) string {
+	if req.Host != "" {
+		return req.Host
+	}
+	return req.URL.Host
+}
+
+// writeChecked writes a request checkOutbound passed, and closes its body.
+func writeChecked(bw *bufio.Writer, req *http.Request) (err error) {
+	if req.Body != nil {
+		defer func() {
+			if cerr := req.Body.Close(); err == nil {
+				err = cerr
+			}
+		}()
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
 	if p := req.URL.EscapedPath(); p != "" {
@@ -75,7 +95,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (err error) {
 		bw.WriteString(req.URL.RawQuery)
 	}
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(host)
+	bw.WriteString(requestHost(req))
 	bw.WriteString("\r\n")
 	if vs, ok := req.Header["User-Agent"]; !ok {
 		bw.WriteString("User-Agent: Go-http-client/1.1\r\n")

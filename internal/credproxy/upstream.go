@@ -150,6 +150,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	// A request writeRequest would refuse fails here, at once: refused
+	// later, by the large body's write, it would leave readHead waiting for
+	// an answer to a request never sent, until the head timeout.
+	if err := checkOutbound(req); err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	key := req.URL.Scheme + "://" + req.URL.Host
 	uc, err := t.get(ctx, key, req.URL)
 	if err != nil {
@@ -186,7 +193,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.ContentLength <= earlyAnswerMin {
 		// The common case, on this goroutine alone: a small request goes
 		// into the socket's buffers whether or not the upstream reads it.
-		if err := writeRequest(uc.bw, req); err != nil {
+		if err := writeChecked(uc.bw, req); err != nil {
 			return fail(timedOut(err))
 		}
 		if err := uc.bw.Flush(); err != nil {
@@ -275,13 +282,13 @@ func abortBodyRead(body io.ReadCloser) {
 // the upstream to read.
 const earlyAnswerMin = 16 << 10
 
-// startWrite writes req to uc from a goroutine of its own, and then sends
-// the outcome on the channel it returns. (Its own function, so that the
-// small requests' path allocates no closure.)
+// startWrite writes req (which checkOutbound passed) to uc from a goroutine
+// of its own, and then sends the outcome on the channel it returns. (Its
+// own function, so that the small requests' path allocates no closure.)
 func startWrite(uc *upstreamConn, req *http.Request) chan error {
 	done := make(chan error, 1)
 	go func() {
-		err := writeRequest(uc.bw, req)
+		err := writeChecked(uc.bw, req)
 		if err == nil {
 			err = uc.bw.Flush()
 		}

@@ -501,3 +501,61 @@ func FuzzTransportResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestTransportRefusesBeforeConnecting: a request the Transport will not
+// send (here a header value that would end its line) fails at once, small
+// or large, and no connection is made for it. A large one used to be
+// refused by its write's goroutine while RoundTrip waited for an answer to
+// it, until the head timeout (a minute here).
+func TestTransportRefusesBeforeConnecting(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			defer c.Close() // read nothing, answer nothing
+		}
+	}()
+	tr := NewTransport(4, time.Minute)
+	for _, size := range []int{100, earlyAnswerMin + 1, 1 << 20} {
+		body := &closeCount{Reader: strings.NewReader(strings.Repeat("x", size))}
+		req, _ := http.NewRequest("POST", "http://"+l.Addr().String()+"/v1/messages", nil)
+		req.Body, req.ContentLength = body, int64(size)
+		req.Header.Set("X-Split", "a\r\nInjected: 1")
+		done := make(chan error, 1)
+		go func() {
+			_, err := tr.RoundTrip(req)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), `invalid value for header "X-Split"`) {
+				t.Fatalf("%d bytes: %v", size, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d bytes: a refused request waited for an answer", size)
+		}
+		if body.closed.Load() != 1 {
+			t.Fatalf("%d bytes: body closed %d times", size, body.closed.Load())
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections made for refused requests", n)
+	}
+}
+
+type closeCount struct {
+	io.Reader
+	closed atomic.Int32
+}
+
+func (c *closeCount) Close() error { c.closed.Add(1); return nil }
