@@ -147,7 +147,12 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		auditCmd(g, o),
 	)
 	addCompletion(root, g, o)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra's own, untyped: a command not called right, as a bad flag.
+		err = usageError{err}
+	}
+	return err
 }
 
 // configPath is the config file to load: the --config flag's, which must

@@ -42,6 +42,10 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "exec", "x", "--", "sh"}, 125, "paddock serve"}, // no Runner: paddock's own failure
 		{[]string{"--state-dir", dir, "attach", "--detach-keys", "ctrl-1", "x"}, 2, "no such control key: ctrl-1"},
 		{[]string{"--state-dir", dir, "guest", "bogus"}, 2, `unknown command "bogus"`},
+		// Other tools' words for paddock's commands point to them.
+		{[]string{"--state-dir", dir, "freeze", "x"}, 2, "Did you mean this?\n\tsleep\n"},
+		{[]string{"--state-dir", dir, "thaw", "x"}, 2, "Did you mean this?\n\twake\n"},
+		{[]string{"--state-dir", dir, "delete", "x"}, 2, "Did you mean this?\n\trm\n"},
 		{[]string{"--state-dir", dir, "guest", "hook", "--nope", "x"}, 2, "flag provided but not defined: -nope"},
 		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
 		{[]string{"--state-dir", dir, "run", "--prompt", ""}, 2, "the prompt is empty"},

@@ -299,6 +299,7 @@ func sleepCmd(g *globals, o IO) *cobra.Command {
 			return c.Sleep(cmd.Context(), ref)
 		}, "is asleep")
 	cmd.Flags().BoolVar(&freeze, "freeze", false, "freeze instead: the box and its processes' memory are kept, the processes stopped and the token suspended")
+	cmd.SuggestFor = []string{"freeze", "pause", "suspend", "stop"} // what other tools call it
 	return cmd
 }
 
@@ -308,6 +309,7 @@ func wakeCmd(g *globals, o IO) *cobra.Command {
 			return c.Wake(cmd.Context(), ref)
 		}, "is running")
 	cmd.Aliases = []string{"restart"}
+	cmd.SuggestFor = []string{"thaw", "unpause", "resume", "start"}
 	return cmd
 }
 
@@ -329,6 +331,7 @@ func rmCmd(g *globals, o IO) *cobra.Command {
 		}, "is removed")
 	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too")
+	cmd.SuggestFor = []string{"remove", "delete", "kill"}
 	return cmd
 }
 
