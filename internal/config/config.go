@@ -318,7 +318,9 @@ type Proxy struct {
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
 	// ReadHeaderTimeout bounds how long a client may take to send its headers.
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
-	// ReadTimeout bounds how long a client may take to send a whole request body.
+	// ReadTimeout bounds how long a client may take to send a whole request
+	// body, not counting time the upstream holds a body passed on as it
+	// arrives back (ResponseHeaderTimeout bounds that).
 	ReadTimeout Duration `toml:"read_timeout"`
 	// ResponseHeaderTimeout bounds sending a request upstream and waiting for
 	// the response headers.

@@ -103,7 +103,8 @@ type Options struct {
 	Decisions decisionlog.Sink
 	// MaxRequestBytes caps a request body; 0 means 32 MiB.
 	MaxRequestBytes int64
-	// ReadTimeout bounds reading one request body; 0 means 5 minutes.
+	// ReadTimeout bounds reading one request body, less any time the
+	// upstream held a body passed on as it arrives back; 0 means 5 minutes.
 	ReadTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for upstream headers; 0 means 10 minutes.
 	ResponseHeaderTimeout time.Duration

@@ -33,7 +33,8 @@ const streamMin = earlyAnswerMin
 // A client whose body breaks off (it went, or was slower than the read
 // timeout) fails the write: the upstream gets an incomplete request and
 // its connection is closed, so nothing the client did not send whole is
-// ever acted on.
+// ever acted on. The read timeout's clock stops while a write to the
+// upstream runs (holdTimeout): the upstream's pace is not the client's.
 type streamedBody struct {
 	p    *Proxy
 	rc   *http.ResponseController // the client's connection, for its read deadline
@@ -165,11 +166,13 @@ func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
 	var sent int
 	for {
 		if sent < len(s.data) {
+			left := s.holdTimeout()
 			n, err := w.Write(s.data[sent:])
 			sent += n
 			if err == nil && f != nil && !s.complete() {
 				err = f.Flush()
 			}
+			s.resumeTimeout(left)
 			if err != nil {
 				return int64(sent), err
 			}
@@ -181,6 +184,31 @@ func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
 		if err := s.readSome(); err != nil {
 			return int64(sent), bodyReadError{err}
 		}
+	}
+}
+
+// holdTimeout stops the read timeout's clock while the upstream takes a
+// piece: a write that blocks is the upstream holding the body back, and
+// the client with it (the proxy reads no more meanwhile), which is not the
+// client's time. It returns what was left of the timeout: 0 if none is
+// armed, or it is already due (then it fires as it would have).
+func (s *streamedBody) holdTimeout() time.Duration {
+	if s.wt == nil {
+		return 0
+	}
+	left := time.Until(time.Unix(0, s.wt.deadline.Load()))
+	if left <= 0 {
+		return 0
+	}
+	s.wt.extend(never)
+	return left
+}
+
+// resumeTimeout starts the read timeout's clock again after holdTimeout,
+// with what was left of it.
+func (s *streamedBody) resumeTimeout(left time.Duration) {
+	if left > 0 && s.wt != nil {
+		s.wt.extend(left)
 	}
 }
 

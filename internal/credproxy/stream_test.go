@@ -375,3 +375,53 @@ func TestUpstreamFailsDuringUpload(t *testing.T) {
 		t.Fatalf("the decision: %+v", e[0])
 	}
 }
+
+// TestUpstreamHoldsTheBody: an upstream that stops reading a large body
+// for longer than the read timeout, while the client is still sending it
+// (held back by the proxy, which cannot pass it on), and then reads the
+// rest, gets it whole and answers: the time the upstream held the body
+// back is not the client's. (Before, it was counted as the client's, and
+// the client got a 400 for a body it sent as fast as it could.) The body
+// is larger than every socket buffer on the way, so that the client is
+// still sending when the upstream stops.
+func TestUpstreamHoldsTheBody(t *testing.T) {
+	body := conversation(40 << 20)
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b[:64<<10]); err != nil {
+			t.Errorf("upstream: the start: %v", err)
+			return
+		}
+		time.Sleep(3 * time.Second) // three read timeouts
+		if _, err := io.ReadFull(r.Body, b[64<<10:]); err != nil {
+			t.Errorf("upstream: the rest: %v", err)
+			return
+		}
+		if string(b) != body {
+			t.Error("upstream: the body differs")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","model":"claude-stream-test","content":[],"usage":{"input_tokens":7,"output_tokens":3}}`)
+	})
+	h := newHarness(t, credential.KindOAuth, up, func(o *Options) {
+		o.ReadTimeout = time.Second // the proxy's own reads of 40 MB, under -race too
+		o.MaxRequestBytes = 64 << 20
+	})
+	rc := h.dialRaw()
+	sent := make(chan error, 1)
+	go func() {
+		k, v := h.cred()
+		_, err := fmt.Fprintf(rc.c, "POST /v1/messages HTTP/1.1\r\nHost: api\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", k, v, len(body), body)
+		sent <- err
+	}()
+	resp, b := rc.response()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("the client's write: %v", err)
+	}
+	if e := waitEntries(t, h, 1); e[0].BytesIn != int64(len(body)) || e[0].Decision != "forwarded" || e[0].InputTokens != 7 {
+		t.Fatalf("the decision: %+v", e[0])
+	}
+}
