@@ -224,7 +224,9 @@ type Backend interface {
 // Freezer is a backend that can freeze a running box: its processes stop
 // at once and keep their memory (cgroup freezer, docker pause), and thaw
 // where they were. A frozen box still reads as running. A backend that is
-// not one offers no freeze tier.
+// not one offers no freeze tier. Freeze of a frozen box and Thaw of a box
+// not frozen succeed: someone else (docker pause or unpause by hand) may
+// have done it first, and the session must still wake.
 type Freezer interface {
 	Freeze(ctx context.Context, id string) error
 	Thaw(ctx context.Context, id string) error

@@ -691,14 +691,35 @@ func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
 }
 
 // Freeze implements sandbox.Freezer: docker pause (the cgroup freezer,
-// through the daemon).
+// through the daemon). A box someone paused already is frozen: no error.
 func (b *Backend) Freeze(ctx context.Context, id string) error {
 	_, err := b.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	if err != nil && b.paused(ctx, id) == 1 {
+		return nil
+	}
 	return mapErr("pause box "+id, err)
 }
 
-// Thaw implements sandbox.Freezer: docker unpause.
+// Thaw implements sandbox.Freezer: docker unpause. A running box that is
+// not paused (someone ran docker unpause) is thawed already: no error.
+// (Docker 20.10 refuses that unpause with a 500, later versions a 409.)
 func (b *Backend) Thaw(ctx context.Context, id string) error {
 	_, err := b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	if err != nil && b.paused(ctx, id) == 0 {
+		return nil
+	}
 	return mapErr("unpause box "+id, err)
+}
+
+// paused says whether the running box id is paused (1) or not (0); -1 if
+// it is not running or cannot be inspected.
+func (b *Backend) paused(ctx context.Context, id string) int {
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil || !res.Container.State.Running {
+		return -1
+	}
+	if res.Container.State.Paused {
+		return 1
+	}
+	return 0
 }

@@ -133,6 +133,37 @@ func Run(t *testing.T, s Setup) {
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })
 	t.Run("ReadoptAfterRestart", func(t *testing.T) { readopt(t, s) })
 	t.Run("GuestSocketSymlink", func(t *testing.T) { guestSocketSymlink(t, s) })
+	if _, ok := s.Backend.(sandbox.Freezer); ok {
+		t.Run("FreezeAndThawTwice", func(t *testing.T) { freezeTwice(t, s) })
+	}
+}
+
+// freezeTwice: a Freezer's Freeze of a frozen box and Thaw of a thawed one
+// succeed (someone else may have done it first: docker pause and unpause
+// by hand), and the box is frozen, then running, as asked.
+func freezeTwice(t *testing.T, s Setup) {
+	ctx := context.Background()
+	fz := s.Backend.(sandbox.Freezer)
+	b := StartBox(t, s, uniqueSession("freeze"), sandbox.Limits{}, "")
+	for i := range 2 {
+		if err := fz.Freeze(ctx, b.ID); err != nil {
+			t.Fatalf("freeze %d: %v", i+1, err)
+		}
+	}
+	if _, _, err := b.Client.Ping(time.Now().Add(time.Second)); err == nil {
+		t.Fatal("a frozen box's guest answered")
+	}
+	for i := range 2 {
+		if err := fz.Thaw(ctx, b.ID); err != nil {
+			t.Fatalf("thaw %d: %v", i+1, err)
+		}
+	}
+	if out, _, code := b.Run(t, "echo thawed"); code != 0 || out != "thawed\n" {
+		t.Fatalf("after the thaws: %d %q", code, out)
+	}
+	if err := s.Backend.Remove(ctx, b.ID, sandbox.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // guestSocketSymlink: a box that puts a symlink at its own guest socket
