@@ -260,8 +260,9 @@ func ago(t time.Time) string {
 	return t.Local().Format("2006-01-02")
 }
 
-// simple builds sleep, wake and similar one-call commands.
-func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error), done string) *cobra.Command {
+// simple builds sleep, wake and similar one-call commands; done says what
+// became of each session.
+func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error), done func(session.Session) string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " NAME...",
 		Short: short,
@@ -278,11 +279,7 @@ func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *c
 					errs = append(errs, err)
 					continue
 				}
-				if s.Frozen {
-					fmt.Fprintf(o.Stdout, "%s is frozen: paddock wake %s (or attach) thaws it where it was\n", s.Name, s.Name)
-					continue
-				}
-				fmt.Fprintf(o.Stdout, "%s %s\n", s.Name, done)
+				fmt.Fprintln(o.Stdout, done(s))
 			}
 			return errors.Join(errs...)
 		},
@@ -297,7 +294,12 @@ func sleepCmd(g *globals, o IO) *cobra.Command {
 				return c.Freeze(cmd.Context(), ref)
 			}
 			return c.Sleep(cmd.Context(), ref)
-		}, "is asleep")
+		}, func(s session.Session) string {
+			if s.Frozen {
+				return fmt.Sprintf("%s is frozen: paddock wake %s (or attach) thaws it where it was", s.Name, s.Name)
+			}
+			return s.Name + " is asleep"
+		})
 	cmd.Flags().BoolVar(&freeze, "freeze", false, "freeze instead: the box and its processes' memory are kept, the processes stopped and the token suspended")
 	cmd.SuggestFor = []string{"freeze", "pause", "suspend", "stop"} // what other tools call it
 	return cmd
@@ -307,7 +309,7 @@ func wakeCmd(g *globals, o IO) *cobra.Command {
 	cmd := simple(g, o, "wake", "Start a sleeping session again, or its claude that exited: claude --resume",
 		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
 			return c.Wake(cmd.Context(), ref)
-		}, "is running")
+		}, func(s session.Session) string { return s.Name + " is running" })
 	cmd.Aliases = []string{"restart"}
 	cmd.SuggestFor = []string{"thaw", "unpause", "resume", "start"}
 	return cmd
@@ -328,7 +330,7 @@ func rmCmd(g *globals, o IO) *cobra.Command {
 				}
 			}
 			return c.RemoveSession(cmd.Context(), ref, keep)
-		}, "is removed")
+		}, func(s session.Session) string { return s.Name + " is removed" })
 	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too")
 	cmd.SuggestFor = []string{"remove", "delete", "kill"}

@@ -135,7 +135,14 @@ func TestSessionLifecycle(t *testing.T) {
 				t.Fatalf("logs: %s", out)
 			}
 
-			e.pd("rm", "-f", name)
+			if out := e.pd("sleep", "--freeze", name); !strings.Contains(out, name+" is frozen: paddock wake "+name) {
+				t.Fatalf("sleep --freeze: %q", out)
+			}
+			// A frozen session is removed as any other, and said so (it
+			// was said to be frozen).
+			if out := e.pd("rm", "-f", name); !strings.Contains(out, name+" is removed") {
+				t.Fatalf("rm -f of a frozen session: %q", out)
+			}
 			if objs := e.objectsOf(id); len(objs) != 0 {
 				t.Fatalf("rm left %+v", objs)
 			}

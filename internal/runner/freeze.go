@@ -130,7 +130,7 @@ func (r *Runner) thaw(ctx context.Context, s *session.Session) error {
 // (attach, exec), under the session's lock.
 func (r *Runner) thawIfFrozen(ctx context.Context, ref string) error {
 	s, err := r.Session(ctx, ref)
-	if err != nil || !s.Frozen {
+	if err != nil || !s.Frozen || s.Desired == session.Removed { // (removed while frozen, before that was cleared)
 		return err
 	}
 	unlock := r.sessionLock(s.ID)

@@ -1043,6 +1043,19 @@ func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (
 	return s, be, unlock, nil
 }
 
+// thawToEnd thaws a frozen session's box that is about to be stopped or
+// removed: a frozen box ends like any other, its guest seeing SIGTERM.
+func thawToEnd(ctx context.Context, be sandbox.Backend, s *session.Session) error {
+	fz, ok := be.(sandbox.Freezer)
+	if !ok || !s.Frozen || s.BoxID == "" {
+		return nil
+	}
+	if err := fz.Thaw(ctx, s.BoxID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) && !errdefs.Is(err, errdefs.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
 // Sleep revokes the session's token and stops its box; the volume keeps
 // the conversation.
 func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error) {
@@ -1056,11 +1069,8 @@ func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (sessi
 		return s, err
 	}
 	defer unlock()
-	if fz, ok := be.(sandbox.Freezer); ok && s.Frozen && s.BoxID != "" {
-		// A frozen box ends like any other: its guest must see SIGTERM.
-		if err := fz.Thaw(ctx, s.BoxID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) && !errdefs.Is(err, errdefs.ErrConflict) {
-			return s, err
-		}
+	if err := thawToEnd(ctx, be, &s); err != nil {
+		return s, err
 	}
 	if s.BoxID != "" {
 		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
@@ -1090,7 +1100,7 @@ func (r *Runner) reload(id string) (session.Session, error) {
 // Wake starts an asleep (or failed, or never started) session: a new
 // token, and claude --resume.
 func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) {
-	if cur, err := r.Session(ctx, ref); err == nil && cur.Frozen {
+	if cur, err := r.Session(ctx, ref); err == nil && cur.Frozen && cur.Desired != session.Removed {
 		// The freeze tier: the same processes, where they were.
 		if err := r.thawIfFrozen(ctx, cur.ID); err != nil {
 			return cur, err
@@ -1139,6 +1149,9 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		return s, err
 	}
 	defer unlock()
+	if err := thawToEnd(ctx, be, &s); err != nil {
+		return s, err
+	}
 	if s.BoxID != "" {
 		if err := be.Remove(ctx, s.BoxID, sandbox.RemoveOptions{KeepVolume: keepVolume}); err != nil {
 			return s, err
@@ -1163,6 +1176,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		}
 	}
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
+	s.Frozen, s.FrozenAt = false, time.Time{} // else a wake would try to thaw the box that is gone
 	r.decisions.Release(s.ID) // its log stays readable; its descriptor goes
 	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
 	return s, r.save(&s)
