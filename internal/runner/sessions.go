@@ -1176,7 +1176,8 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		}
 	}
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
-	s.Frozen, s.FrozenAt = false, time.Time{} // else a wake would try to thaw the box that is gone
+	// No longer frozen: else a wake would try to thaw the box that is gone.
+	s.Frozen, s.FrozenAt = false, time.Time{}
 	r.decisions.Release(s.ID) // its log stays readable; its descriptor goes
 	r.log.Info("session removed", logkey.Session, s.ID, "keep_volume", keepVolume)
 	return s, r.save(&s)
