@@ -1044,8 +1044,12 @@ func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (
 }
 
 // thawToEnd thaws a frozen session's box that is about to be stopped or
-// removed: a frozen box ends like any other, its guest seeing SIGTERM.
-func thawToEnd(ctx context.Context, be sandbox.Backend, s *session.Session) error {
+// removed: a frozen box ends like any other, its guest seeing SIGTERM. The
+// thaw is on record at once, so that if the stop or removal then fails the
+// session reads as what it is, running (its token already revoked), as
+// any session whose sleep failed: not frozen, which a wake would "thaw"
+// without a token.
+func (r *Runner) thawToEnd(ctx context.Context, be sandbox.Backend, s *session.Session) error {
 	fz, ok := be.(sandbox.Freezer)
 	if !ok || !s.Frozen || s.BoxID == "" {
 		return nil
@@ -1053,7 +1057,8 @@ func thawToEnd(ctx context.Context, be sandbox.Backend, s *session.Session) erro
 	if err := fz.Thaw(ctx, s.BoxID); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) && !errdefs.Is(err, errdefs.ErrConflict) {
 		return err
 	}
-	return nil
+	s.Frozen, s.FrozenAt = false, time.Time{}
+	return r.save(s)
 }
 
 // Sleep revokes the session's token and stops its box; the volume keeps
@@ -1069,7 +1074,7 @@ func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (sessi
 		return s, err
 	}
 	defer unlock()
-	if err := thawToEnd(ctx, be, &s); err != nil {
+	if err := r.thawToEnd(ctx, be, &s); err != nil {
 		return s, err
 	}
 	if s.BoxID != "" {
@@ -1105,7 +1110,12 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 		if err := r.thawIfFrozen(ctx, cur.ID); err != nil {
 			return cur, err
 		}
-		return r.Session(ctx, cur.ID)
+		if s, err := r.Session(ctx, cur.ID); err != nil || s.Observed == session.Running {
+			return s, err
+		}
+		// Slept or removed before the thaw had the lock: woken (or
+		// refused) below as it is now.
+		ref = cur.ID
 	}
 	if s, ok, err := r.wakeExited(ctx, ref); ok { // claude exited in a running box (activity.go)
 		return s, err
@@ -1149,8 +1159,9 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 		return s, err
 	}
 	defer unlock()
-	if err := thawToEnd(ctx, be, &s); err != nil {
-		return s, err
+	if err := r.thawToEnd(ctx, be, &s); err != nil {
+		// The removal ends the box's processes frozen or not.
+		r.log.Warn("remove: could not thaw the box first; removing it frozen", logkey.Session, s.ID, logkey.Error, err)
 	}
 	if s.BoxID != "" {
 		if err := be.Remove(ctx, s.BoxID, sandbox.RemoveOptions{KeepVolume: keepVolume}); err != nil {

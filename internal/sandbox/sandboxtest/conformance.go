@@ -140,7 +140,8 @@ func Run(t *testing.T, s Setup) {
 
 // freezeTwice: a Freezer's Freeze of a frozen box and Thaw of a thawed one
 // succeed (someone else may have done it first: docker pause and unpause
-// by hand), and the box is frozen, then running, as asked.
+// by hand), and the box is frozen, then running, as asked; a frozen box
+// stopped meanwhile thaws to a conflict, not another error.
 func freezeTwice(t *testing.T, s Setup) {
 	ctx := context.Background()
 	fz := s.Backend.(sandbox.Freezer)
@@ -160,6 +161,17 @@ func freezeTwice(t *testing.T, s Setup) {
 	}
 	if out, _, code := b.Run(t, "echo thawed"); code != 0 || out != "thawed\n" {
 		t.Fatalf("after the thaws: %d %q", code, out)
+	}
+	// A frozen box stopped from outside (docker stop, a daemon restart)
+	// has nothing to thaw: a conflict, as any box that is not running.
+	if err := fz.Freeze(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Backend.Stop(ctx, b.ID, sandbox.StopOptions{Timeout: time.Second}); err != nil {
+		t.Fatalf("stop a frozen box: %v", err)
+	}
+	if err := fz.Thaw(ctx, b.ID); err != nil && !errdefs.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("thaw of a stopped box: %v, want nil or a conflict", err)
 	}
 	if err := s.Backend.Remove(ctx, b.ID, sandbox.RemoveOptions{}); err != nil {
 		t.Fatal(err)
