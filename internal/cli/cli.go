@@ -147,12 +147,40 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		auditCmd(g, o),
 	)
 	addCompletion(root, g, o)
+	refuseUnknownSubcommands(root)
 	err := root.ExecuteContext(ctx)
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra's own, untyped: a command not called right, as a bad flag.
 		err = usageError{err}
 	}
 	return err
+}
+
+// refuseUnknownSubcommands makes every group command under root (one with
+// subcommands and no action of its own, as `paddock credential`) refuse a
+// subcommand it does not have, as the root does, instead of printing its
+// help and exiting 0; called with none, it prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+		if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs // RunE says what is wrong, with suggestions
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if c.SuggestionsMinimumDistance <= 0 {
+				c.SuggestionsMinimumDistance = 2 // cobra's own, which only its root applies
+			}
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+			}
+			return usageError{errors.New(msg)}
+		}
+	}
 }
 
 // configPath is the config file to load: the --config flag's, which must

@@ -46,6 +46,10 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "freeze", "x"}, 2, "Did you mean this?\n\tsleep\n"},
 		{[]string{"--state-dir", dir, "thaw", "x"}, 2, "Did you mean this?\n\twake\n"},
 		{[]string{"--state-dir", dir, "delete", "x"}, 2, "Did you mean this?\n\trm\n"},
+		// Under a group command too, not its help and 0.
+		{[]string{"--state-dir", dir, "credential", "bogus"}, 2, `unknown command "bogus" for "paddock credential"`},
+		{[]string{"--state-dir", dir, "session", "exprot"}, 2, "Did you mean this?\n\texport\n"},
+		{[]string{"--state-dir", dir, "image", "biuld"}, 2, "Did you mean this?\n\tbuild\n"},
 		{[]string{"--state-dir", dir, "guest", "hook", "--nope", "x"}, 2, "flag provided but not defined: -nope"},
 		{[]string{"--state-dir", dir, "run", "--detach-keys", "ab"}, 2, "not a key: ab"},
 		{[]string{"--state-dir", dir, "run", "--prompt", ""}, 2, "the prompt is empty"},
