@@ -320,7 +320,8 @@ type Proxy struct {
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
 	// ReadTimeout bounds how long a client may take to send a whole request
 	// body, not counting time the upstream holds a body passed on as it
-	// arrives back (ResponseHeaderTimeout bounds that).
+	// arrives back (ResponseHeaderTimeout bounds that, until the upstream
+	// answers).
 	ReadTimeout Duration `toml:"read_timeout"`
 	// ResponseHeaderTimeout bounds sending a request upstream and waiting for
 	// the response headers.

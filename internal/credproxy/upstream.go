@@ -172,6 +172,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ctxErr(ctx, err)
 	}
 	if err := ctx.Err(); err != nil { // cancelled while connecting
+		closeBody(req)
 		return fail(err)
 	}
 	// The deadline covers writing the request and reading the response
