@@ -128,14 +128,7 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal("k8stest.Start: the package's TestMain must call k8stest.Main, which stops the cluster when the tests end")
 	}
 	if shared.c == nil && shared.err == nil {
-		shared.c, shared.err = start(context.Background(), t.Logf)
-		// A port picked free can be taken by another process before a
-		// component binds it (test packages run side by side): start
-		// again, on new ports. A failed start has undone everything.
-		for i := 0; i < 2 && shared.err != nil && strings.Contains(shared.err.Error(), "address already in use"); i++ {
-			t.Logf("k8stest: a port was taken before the cluster bound it; starting again on new ports")
-			shared.c, shared.err = start(context.Background(), t.Logf)
-		}
+		shared.c, shared.err = startRetrying(context.Background(), t.Logf)
 		if shared.err == nil {
 			t.Logf("k8stest: cluster up in %v (dir %s)", shared.c.Started.Round(time.Millisecond), shared.c.in.dir)
 		}
@@ -224,4 +217,17 @@ func missing() string {
 		}
 	}
 	return ""
+}
+
+// startRetrying is start, again on new ports (twice at most) when a port
+// picked free was taken by another process before a component bound it
+// (test packages run side by side; the failed component's log, in the
+// error, says so). A failed start has undone everything.
+func startRetrying(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
+	c, err := start(ctx, logf)
+	for i := 0; i < 2 && err != nil && strings.Contains(err.Error(), "address already in use"); i++ {
+		logf("k8stest: a port was taken before the cluster bound it; starting again on new ports")
+		c, err = start(ctx, logf)
+	}
+	return c, err
 }

@@ -44,9 +44,10 @@ func TestMain(m *testing.M) {
 const orphanEnv = "PADDOCK_K8STEST_ORPHAN"
 
 func orphan() {
-	c, err := start(context.Background(), func(string, ...any) {})
+	c, err := startRetrying(context.Background(), func(string, ...any) {})
 	if err != nil {
-		fmt.Println("error:", err)
+		fmt.Fprintln(os.Stderr, err) // the whole of it, component logs too
+		fmt.Println("error:", strings.ReplaceAll(err.Error(), "\n", " | "))
 		os.Exit(1)
 	}
 	fmt.Printf("%s %s %s %s\n", c.in.dir, c.in.cgroup, c.in.link, c.in.mntNS)
