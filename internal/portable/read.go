@@ -77,7 +77,16 @@ const maxTrailer = 1 << 20
 
 func read(r io.Reader, lim Limits) (*Archive, []string, error) {
 	cr := &capReader{r: r, n: lim.MaxCompressed}
-	gz, err := gzip.NewReader(bufio.NewReader(cr))
+	br := bufio.NewReader(cr)
+	// Said plainly before gzip's reader says "cut short" of a short file
+	// that is no gzip at all.
+	switch magic, _ := br.Peek(2); {
+	case len(magic) == 0:
+		return nil, nil, bad("the file is empty")
+	case magic[0] != 0x1f || len(magic) > 1 && magic[1] != 0x8b:
+		return nil, nil, bad("not gzip-compressed data where a gzip stream should be")
+	}
+	gz, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, nil, compressedErr(err)
 	}
