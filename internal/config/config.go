@@ -608,10 +608,17 @@ func (c Config) Validate() error {
 	if d := c.Egress.AskTimeout.D(); d < time.Second || d > time.Hour {
 		return &Error{Key: "egress.ask_timeout", Msg: fmt.Sprintf("%v is outside 1s..1h", d)}
 	}
-	for k, d := range map[string]time.Duration{"sessions.freeze_after": c.Sessions.FreezeAfter.D(), "sessions.sleep_after": c.Sessions.SleepAfter.D()} {
-		if d != 0 && (d < 10*time.Second || d > 30*24*time.Hour) {
-			return &Error{Key: k, Msg: fmt.Sprintf("%v is outside 10s..720h (or 0: never)", d)}
+	fa, sa := c.Sessions.FreezeAfter.D(), c.Sessions.SleepAfter.D()
+	for _, kd := range []struct {
+		k string
+		d time.Duration
+	}{{"sessions.freeze_after", fa}, {"sessions.sleep_after", sa}} {
+		if kd.d != 0 && (kd.d < 10*time.Second || kd.d > 30*24*time.Hour) {
+			return &Error{Key: kd.k, Msg: fmt.Sprintf("%v is outside 10s..720h (or 0: never)", kd.d)}
 		}
+	}
+	if fa != 0 && sa != 0 && fa >= sa {
+		return &Error{Key: "sessions.freeze_after", Msg: fmt.Sprintf("%v is not shorter than sessions.sleep_after (%v): sessions would sleep before they froze; make it shorter, or 0 (never freeze)", fa, sa)}
 	}
 	if c.Egress.MaxPending < 1 || c.Egress.MaxPending > 1000 {
 		return &Error{Key: "egress.max_pending", Msg: fmt.Sprintf("%d is outside 1..1000", c.Egress.MaxPending)}
