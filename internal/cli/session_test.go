@@ -23,7 +23,7 @@ func TestSessionAndResumeHostUsage(t *testing.T) {
 	}{
 		{[]string{"--state-dir", dir, "session", "import", bad}, 2, "nothing was imported"},
 		{[]string{"--state-dir", dir, "session", "import", filepath.Join(dir, "missing")}, 2, "open the session file"},
-		{[]string{"--state-dir", dir, "session", "import", "-"}, 2, "cut short"},
+		{[]string{"--state-dir", dir, "session", "import", "-"}, 2, "it is empty"},
 		{[]string{"--state-dir", dir, "session", "export"}, 1, "accepts 1 arg"},
 		{[]string{"--state-dir", dir, "run", "--resume-host", "not-an-id"}, 2, "not a UUID"},
 		{[]string{"--state-dir", dir, "run", "--resume-host=../../etc/passwd"}, 2, "not a UUID"},

@@ -256,7 +256,7 @@ func hostile(t testing.TB) []struct {
 		{"decisions not JSON", craft(t, with(raw{name: DecisionsName, data: []byte("{}\n]\n")}), nil), "not a decision log entry"},
 		{"truncated gzip", valid[:len(valid)/2], "cut short"},
 		{"gzip without its trailer", valid[:len(valid)-4], "cut short"},
-		{"empty", nil, "the file is empty"},
+		{"empty", nil, "it is empty"},
 		{"not gzip", []byte("PK\x03\x04 a zip file"), "not gzip-compressed"},
 		{"short, not gzip", []byte("garbage\n"), "not gzip-compressed"},
 		{"a gzip header's first byte only", []byte{0x1f}, "cut short"},

@@ -82,7 +82,7 @@ func read(r io.Reader, lim Limits) (*Archive, []string, error) {
 	// that is no gzip at all.
 	switch magic, _ := br.Peek(2); {
 	case len(magic) == 0:
-		return nil, nil, bad("the file is empty")
+		return nil, nil, bad("it is empty")
 	case magic[0] != 0x1f || len(magic) > 1 && magic[1] != 0x8b:
 		return nil, nil, bad("not gzip-compressed data where a gzip stream should be")
 	}
