@@ -100,14 +100,9 @@ type Dir struct {
 	mu    sync.Mutex
 	files map[string]*os.File
 	// torn marks files whose last write stopped mid-line (a full disk):
-	// the next write starts on a new line, so only the torn batch is lost.
+	// the next line starts on a new one, so only the torn entry is lost.
 	torn map[string]bool
-	buf  []byte // the line being recorded, under mu
-	// flushT writes the pending lines (see flushDelay); armed while it
-	// is due. Under mu.
-	flushT *time.Timer
-	armed  bool
-	delay  time.Duration // flushDelay; tests' own
+	buf  []byte // the line being written, under mu
 
 	// Retention (retention.go), under mu: the caps, what Record knows of
 	// each part being written, and the sweeper's signals. sweepMu orders
@@ -127,7 +122,7 @@ func OpenDir(dir string) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("decision log directory: %w", err)
 	}
-	return &Dir{path: dir, delay: flushDelay, files: map[string]*os.File{}, torn: map[string]bool{}, state: map[string]*fileState{}}, nil
+	return &Dir{path: dir, files: map[string]*os.File{}, torn: map[string]bool{}, state: map[string]*fileState{}}, nil
 }
 
 // Record implements Sink. Entries without a session (a request with no valid
@@ -150,97 +145,26 @@ func (d *Dir) Record(e Entry) {
 	if cap(line) <= 64<<10 {
 		d.buf = line // reused under mu; a rare huge line is not kept
 	}
-	if _, err := d.current(e.Session, len(line), e.Time); err != nil {
+	f, err := d.current(e.Session, len(line), e.Time)
+	if err != nil {
 		d.fail(err)
 		return
 	}
-	st := d.state[e.Session]
-	st.pend = append(st.pend, line...)
-	d.grew(e.Session, len(line), e.Time)
-	if len(st.pend) >= flushMax {
-		d.flushLocked(e.Session)
-		return
+	if d.torn[e.Session] {
+		line = append([]byte{'\n'}, line...)
 	}
-	if !d.armed {
-		d.armed = true
-		if d.flushT == nil {
-			d.flushT = time.AfterFunc(d.delay, d.flushTimer)
-		} else {
-			d.flushT.Reset(d.delay)
-		}
-	}
-}
-
-// Lines are written in batches, one write each (with O_APPEND, so lines
-// never interleave): Record adds its line to the session's pending bytes,
-// which reach the file within flushDelay, at once from flushMax bytes, and
-// always before anything reads, rotates, sweeps, imports, releases or
-// closes the session's log. A write per request was a tenth of the
-// proxy's own CPU for a small request (docs/PERFORMANCE.md). What a crash
-// of the process can lose is the lines of its last flushDelay.
-const (
-	flushDelay = 10 * time.Millisecond
-	flushMax   = 32 << 10
-)
-
-// flushTimer writes every session's pending lines when flushDelay is up.
-func (d *Dir) flushTimer() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.armed = false
-	d.flushAllLocked()
-}
-
-// Flush writes every line recorded so far to its file. Read, ReadLog and
-// the rest do it themselves; Flush is for a reader of the files
-// themselves, and for a shutdown.
-func (d *Dir) Flush() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.flushAllLocked()
-}
-
-func (d *Dir) flushAllLocked() {
-	for s, st := range d.state {
-		if len(st.pend) > 0 {
-			d.flushLocked(s)
-		}
-	}
-}
-
-// flushLocked writes the session's pending lines to its part being
-// written. A write that fails is reported and its lines are lost; one
-// stopped mid-line (a full disk) leaves the part torn, and the next write
-// starts on a new line, so that the lines after it are read. Under mu.
-func (d *Dir) flushLocked(session string) {
-	st, f := d.state[session], d.files[session]
-	if st == nil || len(st.pend) == 0 {
-		return
-	}
-	b := st.pend
-	if f == nil {
-		st.pend = b[:0]
-		return
-	}
-	if d.torn[session] {
-		b = append([]byte{'\n'}, b...)
-	}
-	n, err := f.Write(b)
+	// One write per line with O_APPEND: lines never interleave.
+	n, err := f.Write(line)
 	if err != nil {
 		d.fail(err)
 	}
-	st.size += int64(n - len(st.pend)) // grew counted the lines as written
+	d.grew(e.Session, n, e.Time)
 	switch {
-	case n == len(b):
-		d.torn[session] = false
+	case n == len(line):
+		d.torn[e.Session] = false
 	case n > 0:
-		d.torn[session] = true // stopped mid-line
+		d.torn[e.Session] = true // stopped mid-line
 	} // n == 0: the file is as it was, torn or not
-	if cap(st.pend) > 4*flushMax {
-		st.pend = nil // a rare huge batch is not kept
-	} else {
-		st.pend = st.pend[:0]
-	}
 }
 
 // Bounds on what one entry holds of what a box chose.
@@ -383,7 +307,6 @@ func (d *Dir) Remove(session string) error {
 func (d *Dir) Release(session string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.flushLocked(session)
 	if f := d.files[session]; f != nil {
 		f.Close()
 		delete(d.files, session)
@@ -391,17 +314,11 @@ func (d *Dir) Release(session string) {
 	delete(d.state, session)
 }
 
-// Close stops the sweeper, writes the pending lines and closes every open
-// file.
+// Close stops the sweeper and closes every open file.
 func (d *Dir) Close() error {
 	d.stopSweeper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.flushT != nil {
-		d.flushT.Stop()
-		d.armed = false
-	}
-	d.flushAllLocked()
 	var errs []error
 	for k, f := range d.files {
 		errs = append(errs, f.Close())

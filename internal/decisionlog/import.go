@@ -26,7 +26,6 @@ func (d *Dir) Import(session string, entries []Entry, carried *Carry) error {
 	defer d.sweepMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.flushLocked(session)
 	for _, p := range []string{d.file(session), d.carryFile(session)} {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("session %s has a decision log already (%s); an import never mixes two: %w", session, p, errdefs.ErrConflict)

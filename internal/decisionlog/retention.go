@@ -141,8 +141,7 @@ func (l *Log) Tokens() int64 {
 
 // fileState is what Record knows of a session's part being written.
 type fileState struct {
-	size int64     // pending lines included
-	pend []byte    // lines recorded, not yet written (see flushDelay)
+	size int64
 	born time.Time // its first line's time
 	last int       // the highest rotated part's number
 }
@@ -334,7 +333,6 @@ func (d *Dir) rotateDue(st *fileState, next int, at time.Time) bool {
 // rotate renames the session's part being written to the next rotated
 // part and has the sweeper look at the log. Under mu.
 func (d *Dir) rotate(session string) error {
-	d.flushLocked(session)
 	st := d.state[session]
 	if f := d.files[session]; f != nil {
 		f.Close()
@@ -399,7 +397,6 @@ func (d *Dir) Sweep(session string) error {
 	d.sweepMu.Lock()
 	defer d.sweepMu.Unlock()
 	d.mu.Lock()
-	d.flushLocked(session) // the file's size and time as recorded
 	ret := d.ret
 	now := d.clock()
 	if ret.MaxAge > 0 {
@@ -514,7 +511,6 @@ func (d *Dir) openLog(session string) ([]*os.File, Carry, error) {
 	}
 	d.mu.Lock() // no rotation while the files are opened
 	defer d.mu.Unlock()
-	d.flushLocked(session)
 	ns, err := d.parts(session)
 	if err != nil {
 		return nil, Carry{}, err
