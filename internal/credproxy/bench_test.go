@@ -83,6 +83,12 @@ func newBenchEnv(tb testing.TB, up http.Handler) *benchEnv {
 	}
 }
 
+// baselineEnv names another build of paddock (with its paddock-guest
+// beside it), for BenchmarkProxyVsDirect to run as "baseline serve" beside
+// this one's: e.g. git worktree add /tmp/old HEAD~1, then go build -o
+// /tmp/old/bin/ ./cmd/... there, and PADDOCK_BENCH_BASELINE=/tmp/old/bin/paddock.
+const baselineEnv = "PADDOCK_BENCH_BASELINE"
+
 // benchChildEnv, when set in the environment of this test binary, makes it
 // a stand-alone credential proxy to the upstream it names (see TestMain).
 const benchChildEnv = "PADDOCK_BENCH_PROXY_UPSTREAM"
@@ -357,9 +363,15 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	mainName := "paddock serve"
 	targets := []target{{"direct", env.direct, env.auth, nil}}
 	if claude, missing := servePrereqs(); missing == "" {
-		base, hdr, pid := startPaddockServe(b, env.direct, claude, "sk-fake-bench", env.auth)
+		base, hdr, pid := startPaddockServe(b, "", env.direct, claude, "sk-fake-bench", env.auth)
 		// The Runner's own process only: its boxes' processes are not the proxy's.
 		targets = append(targets, target{mainName, base, hdr, func() time.Duration { return procCPU(pid) }})
+		if bin := os.Getenv(baselineEnv); bin != "" {
+			// A change measured against the code before it, interleaved in
+			// one run: the machine's hour moves both alike.
+			base, hdr, pid := startPaddockServe(b, bin, env.direct, claude, "sk-fake-bench", env.auth)
+			targets = append(targets, target{"baseline serve", base, hdr, func() time.Duration { return procCPU(pid) }})
+		}
 	} else {
 		if os.Getenv(testenv.RequireEnv) != "" {
 			b.Fatalf("the real Runner cannot run a session here: %s", missing)
@@ -560,6 +572,13 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		floor := cpuPer(rw, "Go floor")
 		goals.Add(name+", CPU per request vs the Go floor", fmt.Sprintf("%.1f vs %.1f µs (%.2f×)", cpuPer(rw, mainName), floor, cpuPer(rw, mainName)/floor), "reported", "")
 		b.ReportMetric(cpuPer(rw, mainName)/floor, "x-gofloor-cpu/"+strings.NewReplacer(" ", "", ",", "_", "=", "").Replace(name))
+	}
+	if _, ok := byName["small request, c=32"].reqs["baseline serve"]; ok {
+		for _, name := range []string{"small request, c=1", "small request, c=32", "1 MB request, c=1"} {
+			rw := byName[name]
+			base := cpuPer(rw, "baseline serve")
+			goals.Add(name+", CPU per request vs the baseline build", fmt.Sprintf("%.1f vs %.1f µs (%.2f×)", cpuPer(rw, mainName), base, cpuPer(rw, mainName)/base), "reported", "")
+		}
 	}
 	for _, t := range append(tables, rps, cpu, goals) {
 		t.Write(os.Stderr)

@@ -45,15 +45,18 @@ func servePrereqs() (claude, missing string) {
 	return "", "the pinned Claude Code is not installed (make deps, or " + testenv.ClaudeEnv + ")"
 }
 
-// startPaddockServe runs the real `paddock serve` (testenv.PaddockBinary)
+// startPaddockServe runs the real `paddock serve` (testenv.PaddockBinary,
+// or bin if not empty: another build, for a comparison in one run)
 // with its defaults — decision log, metrics on its web listener — against
 // upstream, starts one session on the local backend as a user would
 // (`paddock run -d`), and returns the proxy's host URL, hdr with that
 // session's own token (read in its box, as Claude Code gets it), and the
 // Runner's pid. The session and the Runner end when tb does.
-func startPaddockServe(tb testing.TB, upstream, claude, ownerCred string, hdr http.Header) (string, http.Header, int) {
+func startPaddockServe(tb testing.TB, bin, upstream, claude, ownerCred string, hdr http.Header) (string, http.Header, int) {
 	tb.Helper()
-	bin := testenv.PaddockBinary(tb)
+	if bin == "" {
+		bin = testenv.PaddockBinary(tb)
+	}
 	root := testenv.TraversableTempDir(tb)
 	dir, ws := filepath.Join(root, "state"), filepath.Join(root, "ws")
 	for _, d := range []string{dir, ws} {
