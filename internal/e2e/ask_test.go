@@ -37,30 +37,61 @@ const internetAddr, internetHost = "198.20.77.2", "198.20.77.1"
 func newTestInternet(t *testing.T, names ...string) *testInternet {
 	t.Helper()
 	testenv.LookPath(t, "ip")
+	testenv.LookPath(t, "unshare")
+	testenv.LookPath(t, "nsenter")
 	suffix := fmt.Sprint(os.Getpid() % 100000)
-	ns, hostIf, nsIf := "pdkinet"+suffix, "pdkA"+suffix, "pdkB"+suffix
+	hostIf, nsIf := "pdkA"+suffix, "pdkB"+suffix
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() }) // the veth pair goes with it
+	// The namespace is held by a process of its own, not made with `ip
+	// netns add`: that bind-mounts /run/netns on itself for good, a
+	// change to the host that outlives the test (and made k8stest's
+	// sweep find its own directory busy).
+	holder := exec.Command("unshare", "--net", "sleep", "infinity")
+	if err := holder.Start(); err != nil {
+		t.Fatalf("unshare --net: %v", err)
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", hostIf).Run() // its peer goes with it
+		holder.Process.Kill()
+		holder.Wait()
+	})
+	nsPath := fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		// unshare has made the namespace once its link differs from ours.
+		mine, _ := os.Readlink("/proc/self/ns/net")
+		if theirs, err := os.Readlink(nsPath); err == nil && theirs != mine {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unshare --net made no network namespace within 10s")
+		}
+	}
 	ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	ip("link", "set", nsIf, "netns", ns)
+	ip("link", "set", nsIf, "netns", fmt.Sprint(holder.Process.Pid))
 	ip("addr", "add", internetHost+"/30", "dev", hostIf)
 	ip("link", "set", hostIf, "up")
-	ip("-n", ns, "addr", "add", internetAddr+"/30", "dev", nsIf)
-	ip("-n", ns, "link", "set", nsIf, "up")
-	ip("-n", ns, "link", "set", "lo", "up")
+	inNS := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("nsenter", append([]string{"--net=" + nsPath, "ip"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ip %s (in the namespace): %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	inNS("addr", "add", internetAddr+"/30", "dev", nsIf)
+	inNS("link", "set", nsIf, "up")
+	inNS("link", "set", "lo", "up")
 	// Only ever through the veth: never toward any other network.
 	if out, err := exec.Command("ip", "route", "get", internetAddr).CombinedOutput(); err != nil || !strings.Contains(string(out), "dev "+hostIf) {
 		t.Fatalf("the route to %s does not go to the test's namespace: %s %v", internetAddr, out, err)
 	}
 
 	caPEM, leaf := testenv.CA(t, names...)
-	ln := listenIn(t, "/var/run/netns/"+ns, internetAddr+":443")
+	ln := listenIn(t, nsPath, internetAddr+":443")
 	srv := &http.Server{Handler: testenv.WebHost(), TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })

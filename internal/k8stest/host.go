@@ -313,11 +313,35 @@ func removeMadeDirs(made []string) error {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		if errors.Is(err, syscall.EBUSY) && isMountPoint(made[i]) {
+			// Something else mounted on it since (`ip netns add` binds
+			// /run/netns on itself for good): no longer the run's alone.
+			continue
+		}
 		if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTEMPTY) {
 			errs = append(errs, fmt.Errorf("rmdir %s: %w", made[i], err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isMountPoint reports whether path (its symlinks resolved) is a mount
+// point in this mount namespace.
+func isMountPoint(path string) bool {
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	ms, err := mounts()
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if m.point == p {
+			return true
+		}
+	}
+	return false
 }
 
 // tunableFiles writes <dir>/sysctl/<name> for each kernel tunable whose

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -669,5 +670,50 @@ func TestVersionMatchesGoMod(t *testing.T) {
 	}
 	if _, err := strconv.Atoi(strings.Split(strings.TrimPrefix(Version, "v1."), ".")[0]); err != nil {
 		t.Errorf("Version %q is not v1.<minor>.<patch>", Version)
+	}
+}
+
+// TestMadeDirMountedOnByOthers: a host directory a run made (say
+// /var/run/netns) that something else has since mounted on (`ip netns
+// add` binds it on itself for good) is left where it is, not an error of
+// the sweep; once nothing is mounted on it, it is removed.
+func TestMadeDirMountedOnByOthers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+	dir := filepath.Join(t.TempDir(), "made")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	defer func() {
+		if mounted {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	}()
+	if !isMountPoint(dir) {
+		t.Fatalf("%s: a bind mount on itself is not seen as a mount point", dir)
+	}
+	if err := removeMadeDirs([]string{dir}); err != nil {
+		t.Fatalf("a made directory someone else mounted on: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the mounted-on directory is gone: %v", err)
+	}
+	if err := syscall.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	if isMountPoint(dir) {
+		t.Fatalf("%s: still a mount point after umount", dir)
+	}
+	if err := removeMadeDirs([]string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the made directory is still there: %v", err)
 	}
 }
