@@ -171,7 +171,8 @@ func TestAskModeWithClaude(t *testing.T) {
 				return string(b)
 			}
 		}
-		t.Fatalf("%s never held %q: %q\n%s\n%s", file, want, b, e.screen(name), e.pd("logs", name))
+		ps, _, _ := e.pdRun("exec", name, "--", "ps", "-eo", "pid,ppid,etimes,args")
+		t.Fatalf("%s never held %q: %q\n%s\n%s\nprocesses in the box:\n%s\negress decisions:\n%s", file, want, b, e.screen(name), e.pd("logs", name), ps, e.pd("logs", "--egress", name))
 		return ""
 	}
 

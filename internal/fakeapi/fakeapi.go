@@ -118,7 +118,9 @@ type Server struct {
 	n       int
 	started int
 	faults  []pendingFault
-	steps   []Step // SetSteps
+	steps   []Step            // SetSteps
+	given   map[string]string // tool_use id → the scripted words it was given for
+	gaveN   int               // tool calls given, for their ids
 }
 
 // Fault is a way the upstream fails a POST /v1/messages, as the real one
@@ -377,9 +379,9 @@ func (s *Server) messages(w http.ResponseWriter, rec *Request) int {
 	model := req.Model
 	var events []event
 	var full map[string]any
-	if st, k, scripted := s.nextStep(&req); scripted {
+	if st, k, words, scripted := s.nextStep(&req); scripted {
 		if st.Name != "" {
-			id := stepID(k, len(req.Messages))
+			id := s.give(k, words)
 			events = stepEvents(id, st)
 			full = message(model, []any{map[string]any{"type": "tool_use", "id": id, "name": st.Name, "input": st.Input}}, "tool_use")
 		} else {
@@ -522,8 +524,9 @@ type msgRequest struct {
 }
 
 type block struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	ToolUseID string `json:"tool_use_id"`
 }
 
 func blocks(raw json.RawMessage) []block {

@@ -194,7 +194,11 @@ func TestFaults(t *testing.T) {
 }
 
 // TestSteps: a scripted turn gives its tool calls one by one, each after
-// the last one's result, then ends; other turns are not scripted.
+// the last one's result, then ends; other turns are not scripted. The
+// results are counted by the ids given, wherever the CLI puts them: it
+// merges consecutive messages, so a second scripted turn's words can come
+// after both turns' results in one user message (as Claude Code 2.1.328
+// sent it, which made TestAskModeWithClaude run its command again).
 func TestSteps(t *testing.T) {
 	s := New()
 	s.SetSteps([]Step{{Name: "Read", Input: map[string]any{"file_path": "/w/f"}}, {Name: "Bash", Input: map[string]any{"command": "true"}}})
@@ -212,20 +216,58 @@ func TestSteps(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	user := `{"role":"user","content":"STEPSTEST go"}`
-	result := func(id string) string {
-		return `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"x","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + id + `","content":"ok"}]}`
+	idOf := func(answer string) string {
+		t.Helper()
+		var m struct {
+			Content []struct{ Type, ID string }
+		}
+		json.Unmarshal([]byte(answer), &m)
+		if len(m.Content) != 1 || m.Content[0].Type != "tool_use" || !strings.HasPrefix(m.Content[0].ID, "toolu_fake_step_") {
+			t.Fatalf("not a step's tool call: %s", answer)
+		}
+		return m.Content[0].ID
 	}
-	if got := ask(`[` + user + `]`); !strings.Contains(got, `"name":"Read"`) || !strings.Contains(got, "toolu_fake_step_00") {
+	use := func(id string) string {
+		return `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"x","input":{}}]}`
+	}
+	result := func(id string) string {
+		return `{"type":"tool_result","tool_use_id":"` + id + `","content":"ok"}`
+	}
+	user := `{"role":"user","content":"STEPSTEST go"}`
+	got := ask(`[` + user + `]`)
+	if !strings.Contains(got, `"name":"Read"`) {
 		t.Fatalf("first step: %s", got)
 	}
-	if got := ask(`[` + user + `,` + result("toolu_fake_step_00_m1") + `]`); !strings.Contains(got, `"name":"Bash"`) {
+	id0 := idOf(got)
+	if got := ask(`[` + user + `,` + use(id0) + `,{"role":"user","content":[` + result("toolu_made_up") + `]}]`); !strings.Contains(got, `"name":"Read"`) {
+		t.Fatalf("a result of a call this server did not give counted: %s", got)
+	}
+	got = ask(`[` + user + `,` + use(id0) + `,{"role":"user","content":[` + result(id0) + `]}]`)
+	if !strings.Contains(got, `"name":"Bash"`) {
 		t.Fatalf("second step: %s", got)
 	}
-	if got := ask(`[` + user + `,` + result("toolu_fake_step_00_m1") + `,` + result("toolu_fake_step_01_m2") + `]`); !strings.Contains(got, StepsDone) {
+	id1 := idOf(got)
+	if id1 == id0 {
+		t.Fatalf("two calls with one id %s", id0)
+	}
+	if got := ask(`[` + user + `,` + use(id0) + `,{"role":"user","content":[` + result(id0) + `]},` + use(id1) + `,{"role":"user","content":[` + result(id1) + `]}]`); !strings.Contains(got, StepsDone) {
 		t.Fatalf("end: %s", got)
 	}
 	if got := ask(`[` + user + `,{"role":"assistant","content":"done"},{"role":"user","content":"say hi"}]`); !strings.Contains(got, "hi from the fake server") {
 		t.Fatalf("a later turn: %s", got)
+	}
+
+	// One step a turn, two turns, merged as the CLI sends them.
+	s.SetSteps([]Step{{Name: "Bash", Input: map[string]any{"command": "true"}}})
+	one := `{"type":"text","text":"STEPSTEST one"}`
+	a := idOf(ask(`[{"role":"user","content":[` + one + `]}]`))
+	if got := ask(`[{"role":"user","content":[` + one + `]},` + use(a) + `,{"role":"user","content":[` + result(a) + `]}]`); !strings.Contains(got, StepsDone) {
+		t.Fatalf("turn one's end: %s", got)
+	}
+	two := `{"type":"text","text":"STEPSTEST two"}`
+	b := idOf(ask(`[{"role":"user","content":[` + one + `]},{"role":"assistant","content":[{"type":"text","text":"` + StepsDone + `"},{"type":"tool_use","id":"` + a + `","name":"x","input":{}}]},{"role":"user","content":[` + result(a) + `,` + two + `]}]`))
+	merged := `[{"role":"user","content":[` + one + `]},{"role":"assistant","content":[{"type":"text","text":"` + StepsDone + `"},{"type":"tool_use","id":"` + a + `","name":"x","input":{}},{"type":"tool_use","id":"` + b + `","name":"x","input":{}}]},{"role":"user","content":[` + result(a) + `,` + result(b) + `,` + two + `]}]`
+	if got := ask(merged); !strings.Contains(got, StepsDone) {
+		t.Fatalf("turn two, its result before its words in one merged message, runs its step again: %s", got)
 	}
 }

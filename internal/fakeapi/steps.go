@@ -21,27 +21,31 @@ const StepsDone = "The steps ran. Done."
 
 // SetSteps scripts the tool calls of a turn: a request whose latest user
 // words hold StepsKeyword gets steps[k] as its tool_use, k being the number
-// of tool results since those words; after the last, StepsDone. Safe while
-// serving.
+// of results it carries of the tool calls this server gave for those
+// words; after the last, StepsDone. Counted by id, not by position: the
+// CLI merges consecutive messages, and a turn's new words can come after
+// the tool results in one user message (the API wants tool results
+// first), beside those of the turn before. The words of a scripted turn
+// must differ from those of earlier scripted turns of the conversation.
+// Safe while serving; it forgets the calls given so far.
 func (s *Server) SetSteps(steps []Step) {
 	s.mu.Lock()
 	s.steps = append([]Step(nil), steps...)
+	s.given = map[string]string{}
 	s.mu.Unlock()
 }
 
 // nextStep returns the scripted tool call this request gets, if any, and
-// whether the request belongs to a scripted turn at all.
-func (s *Server) nextStep(req *msgRequest) (Step, int, bool) {
+// whether the request belongs to a scripted turn at all, with the words
+// of that turn.
+func (s *Server) nextStep(req *msgRequest) (Step, int, string, bool) {
 	s.mu.Lock()
-	steps := s.steps
-	s.mu.Unlock()
-	if len(steps) == 0 {
-		return Step{}, 0, false
+	defer s.mu.Unlock()
+	if len(s.steps) == 0 {
+		return Step{}, 0, "", false
 	}
-	// Walk back to the latest words, counting the tool results after them
-	// (the CLI may send new words in one message after the last turn's
-	// tool results).
-	results := 0
+	words, found := "", false
+	var results []string
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		bs := blocks(m.Content)
@@ -49,16 +53,37 @@ func (s *Server) nextStep(req *msgRequest) (Step, int, bool) {
 			b := bs[j]
 			switch {
 			case b.Type == "tool_result":
-				results++
-			case m.Role == "user" && b.Type == "text" && !isReminder(b.Text):
-				if !strings.Contains(b.Text, StepsKeyword) {
-					return Step{}, 0, false // the latest words are not the script's
-				}
-				return stepOr(steps, results)
+				results = append(results, b.ToolUseID)
+			case !found && m.Role == "user" && b.Type == "text" && !isReminder(b.Text):
+				words, found = b.Text, true
 			}
 		}
 	}
-	return Step{}, 0, false
+	if !found || !strings.Contains(words, StepsKeyword) {
+		return Step{}, 0, "", false // the latest words are not the script's
+	}
+	k := 0
+	for _, id := range results {
+		if s.given[id] == words {
+			k++
+		}
+	}
+	st, k, _ := stepOr(s.steps, k)
+	return st, k, words, true
+}
+
+// give records a tool call given for a scripted turn's words and returns
+// its id, unique on this server (the CLI does not run a tool_use id twice).
+func (s *Server) give(k int, words string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gaveN++
+	id := fmt.Sprintf("toolu_fake_step_%02d_%d", k, s.gaveN)
+	if s.given == nil {
+		s.given = map[string]string{}
+	}
+	s.given[id] = words
+	return id
 }
 
 func stepOr(steps []Step, k int) (Step, int, bool) {
@@ -84,8 +109,3 @@ func stepEvents(id string, st Step) []event {
 		event{"message_stop", map[string]any{"type": "message_stop"}},
 	)
 }
-
-// stepID names step k of a scripted turn answered at a conversation of
-// n messages: unique within a conversation, as the API's ids are (the CLI
-// does not run a tool_use id twice).
-func stepID(k, n int) string { return fmt.Sprintf("toolu_fake_step_%02d_m%d", k, n) }
