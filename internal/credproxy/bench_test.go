@@ -367,6 +367,15 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		// The Runner's own process only: its boxes' processes are not the proxy's.
 		targets = append(targets, target{mainName, base, hdr, func() time.Duration { return procCPU(pid) }})
 		if bin := os.Getenv(baselineEnv); bin != "" {
+			for _, f := range []string{bin, filepath.Join(filepath.Dir(bin), "paddock-guest")} {
+				why := "not an executable file"
+				if fi, err := os.Stat(f); err != nil {
+					why = err.Error()
+				} else if !fi.IsDir() && fi.Mode()&0o111 != 0 {
+					continue
+				}
+				b.Fatalf("%s=%s: %s: %s; build the older commit's paddock and paddock-guest into one directory: git worktree add /tmp/old <commit> && cd /tmp/old && go build -o /tmp/old/bin/ ./cmd/...", baselineEnv, bin, f, why)
+			}
 			// A change measured against the code before it, interleaved in
 			// one run: the machine's hour moves both alike.
 			base, hdr, pid := startPaddockServe(b, bin, env.direct, claude, "sk-fake-bench", env.auth)
