@@ -341,7 +341,7 @@ func (sc *serverConn) serve() {
 		sc.idle.Store(false)
 		sc.fresh.Store(false)
 		sc.watch.extend(s.ReadHeaderTimeout)
-		req, err := readRequest(sc.br)
+		req, err := http.ReadRequest(sc.br)
 		tooLarge := sc.lr.limit == 0
 		sc.lr.limit = -1
 		sc.watch.extend(never)
