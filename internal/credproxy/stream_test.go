@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -381,18 +382,30 @@ func TestUpstreamFailsDuringUpload(t *testing.T) {
 // (held back by the proxy, which cannot pass it on), and then reads the
 // rest, gets it whole and answers: the time the upstream held the body
 // back is not the client's. (Before, it was counted as the client's, and
-// the client got a 400 for a body it sent as fast as it could.) The body
-// is larger than every socket buffer on the way, so that the client is
-// still sending when the upstream stops.
+// the client got a 400 for a body it sent as fast as it could.)
+//
+// The body must be larger than every buffer on the way, so that the
+// client is still sending when the upstream stops. The test caps the
+// receive buffers of the proxy's and the upstream's sockets and the
+// client's send buffer (the kernel's own caps differ by machine: with
+// tcp_rmem's up to 32 MiB, even 40 MB fit in them and nothing was held),
+// which leaves the proxy's send buffer to the upstream (tcp_wmem, 4 MiB)
+// and the piece it holds: 12 MB is well over. The read timeout is a few
+// seconds: the proxy's own reads, growing its copy of the body, take over
+// a second under -race on a loaded two-core machine.
 func TestUpstreamHoldsTheBody(t *testing.T) {
-	body := conversation(40 << 20)
+	const (
+		readTimeout = 3 * time.Second
+		sockBuf     = 64 << 10
+	)
+	body := conversation(12 << 20)
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, b[:64<<10]); err != nil {
 			t.Errorf("upstream: the start: %v", err)
 			return
 		}
-		time.Sleep(3 * time.Second) // three read timeouts
+		time.Sleep(readTimeout + 2*time.Second) // longer than a read timeout
 		if _, err := io.ReadFull(r.Body, b[64<<10:]); err != nil {
 			t.Errorf("upstream: the rest: %v", err)
 			return
@@ -403,11 +416,41 @@ func TestUpstreamHoldsTheBody(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"msg_1","type":"message","model":"claude-stream-test","content":[],"usage":{"input_tokens":7,"output_tokens":3}}`)
 	})
-	h := newHarness(t, credential.KindOAuth, up, func(o *Options) {
-		o.ReadTimeout = time.Second // the proxy's own reads of 40 MB, under -race too
+	smallReads := func(c net.Conn, s http.ConnState) {
+		if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+			tc.SetReadBuffer(sockBuf)
+		}
+	}
+	h := newHarnessConnState(t, credential.KindOAuth, up, func(o *Options) {
+		o.ReadTimeout = readTimeout
 		o.MaxRequestBytes = 64 << 20
-	})
-	rc := h.dialRaw()
+	}, smallReads)
+	// The proxy's listener, with its sockets' receive buffer capped from
+	// the start (set on the listening socket, accepted ones inherit it).
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, sockBuf)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h.proxy, 5*time.Second)
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.(*net.TCPConn).SetWriteBuffer(sockBuf)
+	c.SetDeadline(time.Now().Add(time.Minute))
+	rc := &rawClient{t: t, c: c, br: bufio.NewReader(c)}
 	sent := make(chan error, 1)
 	go func() {
 		k, v := h.cred()
