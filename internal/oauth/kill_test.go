@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,10 +66,20 @@ func TestRefreshRacingKill9(t *testing.T) {
 		arg, _ := json.Marshal(map[string]string{"Store": path, "TokenURL": e.TokenURL, "ClientID": e.ClientID})
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), killEnv+"="+string(arg))
-		out := &strings.Builder{}
+		out := &readyWriter{ready: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
+		}
+		// The kill's moment counts from the refresher saying it is ready, not
+		// from its start: a test binary built with -race on a loaded
+		// machine can take longer to start than the whole window.
+		select {
+		case <-out.ready:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: the refresher did not start: %s", i, out)
 		}
 		time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
@@ -93,4 +104,30 @@ func TestRefreshRacingKill9(t *testing.T) {
 		t.Fatalf("only %d refreshes in %d rounds: the kills did not race refreshes", refreshed, rounds)
 	}
 	t.Logf("%d rounds, %d refreshes raced by kill -9", rounds, refreshed)
+}
+
+// readyWriter keeps what a refresher writes and closes ready once it has
+// said "ready".
+type readyWriter struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	ready chan struct{}
+	said  bool
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if !w.said && strings.Contains(w.b.String(), "ready\n") {
+		w.said = true
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
