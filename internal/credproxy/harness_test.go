@@ -195,6 +195,11 @@ func startTestServer(tb testing.TB, h http.Handler, readHeaderTimeout time.Durat
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return serveTestListener(h, l, readHeaderTimeout)
+}
+
+// serveTestListener serves h on l, a listener the test made.
+func serveTestListener(h http.Handler, l net.Listener, readHeaderTimeout time.Duration) *testServer {
 	ts := &testServer{URL: "http://" + l.Addr().String(), Listener: l, srv: NewServer(h, readHeaderTimeout)}
 	go ts.srv.Serve(l)
 	return ts

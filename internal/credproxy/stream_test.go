@@ -35,7 +35,13 @@ type rawClient struct {
 
 func (h *harness) dialRaw() *rawClient {
 	h.t.Helper()
-	c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	return h.dialRawTo(h.srv.Listener.Addr().String())
+}
+
+// dialRawTo is dialRaw to another of the proxy's listeners.
+func (h *harness) dialRawTo(addr string) *rawClient {
+	h.t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -417,8 +423,11 @@ func TestUpstreamHoldsTheBody(t *testing.T) {
 		io.WriteString(w, `{"id":"msg_1","type":"message","model":"claude-stream-test","content":[],"usage":{"input_tokens":7,"output_tokens":3}}`)
 	})
 	smallReads := func(c net.Conn, s http.ConnState) {
-		if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
-			tc.SetReadBuffer(sockBuf)
+		if s != http.StateNew {
+			return
+		}
+		if err := c.(*net.TCPConn).SetReadBuffer(sockBuf); err != nil {
+			t.Errorf("the upstream's receive buffer: %v", err)
 		}
 	}
 	h := newHarnessConnState(t, credential.KindOAuth, up, func(o *Options) {
@@ -440,17 +449,12 @@ func TestUpstreamHoldsTheBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(h.proxy, 5*time.Second)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
+	ts := serveTestListener(h.proxy, l, 5*time.Second)
+	t.Cleanup(ts.Close)
+	rc := h.dialRawTo(l.Addr().String())
+	if err := rc.c.(*net.TCPConn).SetWriteBuffer(sockBuf); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.(*net.TCPConn).SetWriteBuffer(sockBuf)
-	c.SetDeadline(time.Now().Add(time.Minute))
-	rc := &rawClient{t: t, c: c, br: bufio.NewReader(c)}
 	sent := make(chan error, 1)
 	go func() {
 		k, v := h.cred()
