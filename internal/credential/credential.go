@@ -327,8 +327,9 @@ const PaddockLoginSource = "paddock-login:"
 
 // Chain is the Runner's Provider: the file first, then the environment
 // captured at start, then Claude Code's own login file. It re-reads the file when it changes (checked at most
-// once per RecheckEvery), so `paddock credential set` takes effect without a
-// Runner restart.
+// once per RecheckEvery while it has a credential, on every call while it
+// has none), so `paddock credential set` takes effect without a Runner
+// restart.
 type Chain struct {
 	File File
 	// Keyring, if Account is set, is read after the file.
@@ -389,7 +390,10 @@ func (c *Chain) Current() (Credential, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if !c.checked.IsZero() && now.Sub(c.checked) < c.RecheckEvery {
+	// A failure is not kept for the period: a Runner with no credential
+	// (or a damaged one) looks again on every call, so one stored with
+	// paddock credential set is used at once. Those calls fail anyway.
+	if !c.checked.IsZero() && now.Sub(c.checked) < c.RecheckEvery && c.cachedErr == nil {
 		if c.Paddock != nil && strings.HasPrefix(c.cached.Source, PaddockLoginSource) {
 			return c.paddock() // refreshed in memory: never a stale copy
 		}

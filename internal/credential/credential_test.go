@@ -109,6 +109,31 @@ func TestChainOrderAndReload(t *testing.T) {
 	}
 }
 
+// TestChainMissingIsNotCached: a Runner with no credential sees one the
+// moment paddock credential set stores it, not a recheck period later (a
+// paddock run right after the set was refused with "no credential: store
+// one with paddock credential set").
+func TestChainMissingIsNotCached(t *testing.T) {
+	f := File{Path: filepath.Join(t.TempDir(), "credential.json")}
+	ch := &Chain{File: f, RecheckEvery: time.Hour}
+	if _, err := ch.Current(); !errors.Is(err, ErrMissing) {
+		t.Fatalf("before: %v", err)
+	}
+	if err := f.Save(KindOAuth, secret.New("file-token")); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ch.Current(); err != nil || c.Secret.Reveal() != "file-token" {
+		t.Fatalf("after paddock credential set: %+v %v", c.Status(), err)
+	}
+	// A credential found is still kept for the period.
+	if err := f.Save(KindOAuth, secret.New("second-token")); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := ch.Current(); c.Secret.Reveal() != "file-token" {
+		t.Fatalf("a found credential was not kept for RecheckEvery: %+v", c.Status())
+	}
+}
+
 func TestStatusHasNoSecret(t *testing.T) {
 	c := Credential{Kind: KindOAuth, Secret: secret.New("sk-ant-oat01-very-secret"), Source: "env:X"}
 	st := c.Status()
