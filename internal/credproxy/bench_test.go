@@ -358,14 +358,14 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	type target struct {
 		name, base string
 		hdr        http.Header
-		cpu        func() time.Duration // the proxy's own processes' CPU so far, or nil
+		cpu        func() schedCount // the proxy's own processes' CPU so far, or nil
 	}
 	mainName := "paddock serve"
 	targets := []target{{"direct", env.direct, env.auth, nil}}
 	if claude, missing := servePrereqs(); missing == "" {
 		base, hdr, pid := startPaddockServe(b, "", env.direct, claude, "sk-fake-bench", env.auth)
 		// The Runner's own process only: its boxes' processes are not the proxy's.
-		targets = append(targets, target{mainName, base, hdr, func() time.Duration { return procCPU(pid) }})
+		targets = append(targets, target{mainName, base, hdr, func() schedCount { return procSched(pid) }})
 		if bin := os.Getenv(baselineEnv); bin != "" {
 			for _, f := range []string{bin, filepath.Join(filepath.Dir(bin), "paddock-guest")} {
 				why := "not an executable file"
@@ -379,7 +379,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			// A change measured against the code before it, interleaved in
 			// one run: the machine's hour moves both alike.
 			base, hdr, pid := startPaddockServe(b, bin, env.direct, claude, "sk-fake-bench", env.auth)
-			targets = append(targets, target{"baseline serve", base, hdr, func() time.Duration { return procCPU(pid) }})
+			targets = append(targets, target{"baseline serve", base, hdr, func() schedCount { return procSched(pid) }})
 		}
 	} else {
 		if os.Getenv(testenv.RequireEnv) != "" {
@@ -388,25 +388,25 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		b.Logf("the real Runner cannot run a session here (%s); paddock's proxy in a child process stands in", missing)
 		mainName = "paddock (child)"
 		pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
-		targets = append(targets, target{mainName, pbase, phdr, func() time.Duration { return treeCPU(ppid) }})
+		targets = append(targets, target{mainName, pbase, phdr, func() schedCount { return treeSched(ppid) }})
 	}
 	if mainName != "paddock (child)" && os.Getenv("PADDOCK_BENCH_CHILD") != "" {
 		// What the Runner adds around the proxy: the same proxy alone in a
 		// child process of this test binary.
 		pbase, phdr, ppid := startProxyProcessPID(b, env.direct, env.auth)
-		targets = append(targets, target{"paddock (child)", pbase, phdr, func() time.Duration { return treeCPU(ppid) }})
+		targets = append(targets, target{"paddock (child)", pbase, phdr, func() schedCount { return treeSched(ppid) }})
 	}
 	targets = append(targets, target{"paddock in-process", env.proxy, env.auth, nil})
 	hasNginx := false
 	if _, err := os.Stat("/usr/sbin/nginx"); err == nil || os.Getenv(testenv.RequireEnv) != "" {
 		nbase, npid := startNginxPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
-		targets = append(targets, target{"nginx", nbase, env.auth, func() time.Duration { return treeCPU(npid) }})
+		targets = append(targets, target{"nginx", nbase, env.auth, func() schedCount { return treeSched(npid) }})
 		hasNginx = true
 	} else {
 		b.Log("nginx is not installed; its columns stay empty (make deps installs it)")
 	}
 	fbase, fpid := startGoFloorPID(b, strings.TrimPrefix(env.direct, "http://"), "sk-fake-bench")
-	targets = append(targets, target{"Go floor", fbase, env.auth, func() time.Duration { return treeCPU(fpid) }})
+	targets = append(targets, target{"Go floor", fbase, env.auth, func() schedCount { return treeSched(fpid) }})
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 512, DisableCompression: true}}
 
 	type row struct {
@@ -419,6 +419,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		reqs    map[string]int
 		elapsed map[string]time.Duration
 		cpu     map[string]time.Duration // the proxy process's, over the requests
+		ins     map[string]int64         // the times its threads were put on a CPU
 	}
 	var rows []*row
 	small := []byte(benchBody)
@@ -443,16 +444,16 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		&row{name: "SSE event, 1 streams, 1 MB request", c: 1, sse: true, body: mb1s})
 	byName := map[string]*row{}
 	for _, rw := range rows {
-		rw.samples, rw.reqs, rw.elapsed, rw.cpu = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}
+		rw.samples, rw.reqs, rw.elapsed, rw.cpu, rw.ins = map[string][]time.Duration{}, map[string]int{}, map[string]time.Duration{}, map[string]time.Duration{}, map[string]int64{}
 		byName[rw.name] = rw
 	}
 	for _, tg := range targets { // warm connections, pools and buffers
 		latencies(b, cl, tg.base, tg.hdr, 64, 400)
 		latenciesBody(b, cl, tg.base, tg.hdr, mb1, 4, 16, 0)
 	}
-	cpuOf := func(tg target) time.Duration {
+	cpuOf := func(tg target) schedCount {
 		if tg.cpu == nil {
-			return 0
+			return schedCount{}
 		}
 		return tg.cpu()
 	}
@@ -470,7 +471,9 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 						d = latenciesBody(b, cl, tg.base, tg.hdr, rw.body, rw.c, rw.n, rw.gap)
 						rw.reqs[tg.name] += len(d)
 						rw.elapsed[tg.name] += time.Since(t0)
-						rw.cpu[tg.name] += cpuOf(tg) - cpu0
+						cpu1 := cpuOf(tg)
+						rw.cpu[tg.name] += cpu1.cpu - cpu0.cpu
+						rw.ins[tg.name] += cpu1.ins - cpu0.ins
 					}
 					rw.samples[tg.name] = append(rw.samples[tg.name], d...)
 				}
@@ -537,6 +540,21 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 		}
 		cpu.Add(cells...)
 	}
+	// On a machine where a context switch is dear (a PVM guest, where each
+	// is a hypercall), this is where a proxy's extra work costs twice: a
+	// thread that runs past its slice is preempted by the client or the
+	// upstream its own write woke.
+	ins := &perf.Table{Title: "Context switches per request: the times the proxy's threads were put on a CPU (schedstat's third field), over the requests", Header: append([]string{"case"}, cpuNames...)}
+	for _, rw := range rows {
+		if rw.sse {
+			continue
+		}
+		cells := []string{rw.name}
+		for _, n := range cpuNames {
+			cells = append(cells, fmt.Sprintf("%.2f", float64(rw.ins[n])/float64(rw.reqs[n])))
+		}
+		ins.Add(cells...)
+	}
 
 	// Issue 21's targets, side by side with what this run measured.
 	goals := &perf.Table{Title: "Targets (issue 21), reported, not asserted: " + mainName, Header: []string{"target", "measured", "limit", "met"}}
@@ -589,32 +607,41 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 			goals.Add(name+", CPU per request vs the baseline build", fmt.Sprintf("%.1f vs %.1f µs (%.2f×)", cpuPer(rw, mainName), base, cpuPer(rw, mainName)/base), "reported", "")
 		}
 	}
-	for _, t := range append(tables, rps, cpu, goals) {
+	for _, t := range append(tables, rps, cpu, ins, goals) {
 		t.Write(os.Stderr)
 	}
 }
 
-// procCPU is the on-CPU time so far of process pid's own threads, from the
-// scheduler's nanosecond counts.
-func procCPU(pid int) time.Duration {
-	var total time.Duration
+// schedCount is what the scheduler counted of a process's threads so far:
+// their time on a CPU, and the times they were put on one.
+type schedCount struct {
+	cpu time.Duration
+	ins int64
+}
+
+// procSched is the scheduler's counts so far for process pid's own
+// threads, from /proc/<pid>/task/*/schedstat (nanoseconds on a CPU, time
+// waiting, times run).
+func procSched(pid int) schedCount {
+	var total schedCount
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	for _, t := range tasks {
 		b, _ := os.ReadFile(t)
-		if f := strings.Fields(string(b)); len(f) > 0 {
+		if f := strings.Fields(string(b)); len(f) == 3 {
 			ns, _ := strconv.ParseInt(f[0], 10, 64)
-			total += time.Duration(ns)
+			n, _ := strconv.ParseInt(f[2], 10, 64)
+			total.cpu += time.Duration(ns)
+			total.ins += n
 		}
 	}
 	return total
 }
 
-// treeCPU is the on-CPU time so far of process pid, its threads and its
-// children's (nginx's workers), from the scheduler's nanosecond counts;
-// 0 for pid 0.
-func treeCPU(pid int) time.Duration {
+// treeSched is procSched of process pid and its children (nginx's
+// workers); zero for pid 0.
+func treeSched(pid int) schedCount {
 	if pid == 0 {
-		return 0
+		return schedCount{}
 	}
 	pids := []int{pid}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
@@ -630,9 +657,11 @@ func treeCPU(pid int) time.Duration {
 			pids = append(pids, child)
 		}
 	}
-	var total time.Duration
+	var total schedCount
 	for _, p := range pids {
-		total += procCPU(p)
+		c := procSched(p)
+		total.cpu += c.cpu
+		total.ins += c.ins
 	}
 	return total
 }
