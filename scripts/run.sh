@@ -14,7 +14,16 @@ bin=bin/paddock
 state="${PADDOCK_STATE_DIR:-/var/lib/paddock}"
 export PADDOCK_STATE_DIR="$state"
 
-if ! "$bin" credential status >/dev/null 2>&1 || "$bin" credential status 2>/dev/null | grep -q '^no credential'; then
+# Whether a credential is stored, or one `paddock serve` would take from
+# this environment. The status is read whole, not piped into `grep -q`:
+# under pipefail, grep's early exit could end paddock with SIGPIPE before its
+# last line and make "no credential" look like a credential.
+need_credential() {
+  local out
+  out=$("$bin" credential status 2>/dev/null) || return 0
+  [[ "$out" == "no credential"* ]]
+}
+if need_credential; then
   if [ -z "${CLAUDE_CODE_OAUTH_TOKEN:-}${ANTHROPIC_API_KEY:-}${ANTHROPIC_AUTH_TOKEN:-}" ]; then
     echo "paddock needs your Anthropic credential (kept outside every box)."
     echo "Run 'claude setup-token' elsewhere for a long-lived token, or use an API key."
