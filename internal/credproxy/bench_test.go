@@ -358,7 +358,7 @@ func BenchmarkProxyVsDirect(b *testing.B) {
 	type target struct {
 		name, base string
 		hdr        http.Header
-		cpu        func() schedCount // the proxy's own processes' CPU so far, or nil
+		cpu        func() schedCount // the proxy's own processes' CPU and context switches so far, or nil
 	}
 	mainName := "paddock serve"
 	targets := []target{{"direct", env.direct, env.auth, nil}}
