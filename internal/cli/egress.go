@@ -66,10 +66,14 @@ func egressCmd(g *globals, o IO) *cobra.Command {
 holds each connection that no rule decides until someone approves or denies it, for up to
 egress.ask_timeout (60s by default); unanswered, it is refused. The notify command hears of
 each (PADDOCK_ACTIVITY=egress_pending). Forbidden address classes (loopback, private,
-link-local, metadata) stay forbidden whatever is approved.`,
+link-local, metadata) stay forbidden whatever is approved.
+
+approve --always puts the rule on the session owner's standing list, which every ask-mode
+session of theirs uses; only the owner (or an admin) may. paddock egress always ls lists
+yours, paddock egress always rm HOST[:PORT] takes one off.`,
 	}
 	cmd.AddCommand(egressPendingCmd(g, o), egressApproveCmd(g, o, false), egressApproveCmd(g, o, true),
-		egressPolicyCmd(g, o, true), egressPolicyCmd(g, o, false))
+		egressPolicyCmd(g, o, true), egressPolicyCmd(g, o, false), egressAlwaysCmd(g, o))
 	return cmd
 }
 
@@ -169,7 +173,7 @@ given. Never an address: the box asks by name, and address classes stay forbidde
 				case "for":
 					scope = "for " + forD
 				case "always":
-					scope = "always, in every ask-mode session of its owner"
+					scope = "always, in every ask-mode session of its owner (paddock egress always ls)"
 				}
 				fmt.Fprintf(o.Stdout, "%s: approved %s %s: %d waiting connection(s) let through.\n", args[0], res.Rule, scope, res.Answered)
 			}
@@ -178,7 +182,7 @@ given. Never an address: the box asks by name, and address classes stay forbidde
 	}
 	if !deny {
 		cmd.Flags().StringVar(&forD, "for", "", "approve for a while only (like 30m or 1h)")
-		cmd.Flags().BoolVar(&always, "always", false, "approve for every ask-mode session of the session's owner, now and later")
+		cmd.Flags().BoolVar(&always, "always", false, "approve for every ask-mode session of the session's owner, now and later (the owner or an admin only; undo with paddock egress always rm)")
 	}
 	cmd.Flags().BoolVar(&sess, "session", false, "for the session's life (the default for approve)")
 	return cmd
@@ -212,4 +216,76 @@ func egressPolicyCmd(g *globals, o IO, attach bool) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func egressAlwaysCmd(g *globals, o IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "always",
+		Short: "Your standing approvals (egress approve --always): list them, take one off",
+		Long: `A standing approval lets every ask-mode session of its owner reach a name, now and later,
+without asking. Only the owner (or an admin) makes one: paddock egress approve NAME HOST --always.
+Admins may name anyone's list with --user.`,
+	}
+	var user string
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List your standing approvals (--user NAME: someone's, for admins)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			l, err := c.EgressAlways(cmd.Context(), user)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(o.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(l)
+			}
+			if len(l.Approvals) == 0 {
+				fmt.Fprintf(o.Stdout, "%s has no standing egress approvals (paddock egress approve NAME HOST[:PORT] --always makes one).\n", l.User)
+				return nil
+			}
+			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RULE\tAPPROVED BY\tAT")
+			for _, a := range l.Approvals {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Rule, a.By, a.At.Local().Format(time.DateTime))
+			}
+			tw.Flush()
+			fmt.Fprintf(o.Stdout, "Every ask-mode session of %s uses these. Remove one: paddock egress always rm HOST[:PORT]\n", l.User)
+			return nil
+		},
+	}
+	ls.Flags().StringVar(&user, "user", "", "whose list (admins only; default: yours)")
+	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var rmUser string
+	rm := &cobra.Command{
+		Use:   "rm HOST[:PORT]",
+		Short: "Take a standing approval off: your running ask-mode sessions stop using it at once",
+		Long: `Take a standing approval off your list (--user NAME: someone's, for admins). Each of your
+running sessions has its egress policy set again without it: later connections to the name wait
+for approval again, and open tunnels it alone allowed are cut. An approval of the same name made
+for one session alone (egress approve without --always) stays. The audit log records it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			res, err := c.RemoveEgressAlways(cmd.Context(), api.AlwaysRemoveRequest{Rule: args[0], User: rmUser})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, "removed %s from the standing approvals of %s: %d running session(s) no longer use it, %d open tunnel(s) cut.\n",
+				res.Rule, res.User, res.Sessions, res.Cut)
+			return nil
+		},
+	}
+	rm.Flags().StringVar(&rmUser, "user", "", "whose list (admins only; default: yours)")
+	cmd.AddCommand(ls, rm)
+	return cmd
 }

@@ -18,9 +18,12 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/people"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/session"
+	"github.com/paddockhq/paddock/internal/store"
 	"github.com/paddockhq/paddock/internal/testenv"
 )
 
@@ -259,5 +262,107 @@ func TestApprovalExpiryArmed(t *testing.T) {
 	r.dropPolicy(s.ID)
 	if armed() {
 		t.Fatal("a dropped policy left its timer")
+	}
+}
+
+// TestAlwaysListAndRemove: egress approve --always puts the rule on the
+// session owner's standing list, which egress always ls shows and every
+// ask-mode session of theirs uses (no one else's); egress always rm takes
+// it off: the list is empty again, the copy kept in the session where it
+// was approved goes, each running session of the owner has its policy set
+// again without it (an approval of the same rule for one session alone
+// stays) and its decision log says who removed it; removing it again is
+// not found, saying how to list them.
+func TestAlwaysListAndRemove(t *testing.T) {
+	cfg := config.Default()
+	cfg.Proxy.Listen, cfg.Web.Listen = "off", "off"
+	cfg.Credential.ClaudeLoginFile = "off"
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth},
+		EgressResolver: loopResolver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	close(r.adopted) // nothing to re-adopt: the sessions below are records only
+	ann, ben := session.Person{UID: 2001, Name: "ann"}, session.Person{UID: 2002, Name: "ben"}
+	as := func(p session.Person) context.Context {
+		return people.With(context.Background(), people.Person{UID: p.UID, Name: p.Name})
+	}
+	// Running ask-mode sessions, their policies installed as a start does.
+	for _, s := range []session.Session{
+		{ID: "annone0000", Name: "one", Owner: ann},
+		{ID: "anntwo0000", Name: "two", Owner: ann},
+		{ID: "annthree00", Name: "three", Owner: ann},
+		{ID: "benone0000", Name: "bens", Owner: ben},
+	} {
+		s.Observed, s.Desired, s.Egress, s.EgressAsk, s.Created = session.Running, session.Running, session.EgressAllowlist, true, time.Now()
+		if err := r.save(&s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.setPolicy(&s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rule = "docs.example.com:443"
+	approved := func(id string) bool {
+		for _, a := range r.policy(id).Approved {
+			if a.Rule.String() == rule {
+				return true
+			}
+		}
+		return false
+	}
+	if _, err := r.ApproveEgress(as(ann), "one", api.ApproveRequest{Rule: "docs.example.com", Scope: "always"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ApproveEgress(as(session.Person{Name: "root"}), "three", api.ApproveRequest{Rule: "docs.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := r.StandingApprovals(context.Background(), ann)
+	if err != nil || len(list) != 1 || list[0].Rule != rule || list[0].By != "ann" {
+		t.Fatalf("ann's standing list: %+v %v", list, err)
+	}
+	if l, err := r.StandingApprovals(context.Background(), ben); err != nil || l == nil || len(l) != 0 {
+		t.Fatalf("ben's standing list: %#v %v", l, err)
+	}
+	if !approved("annone0000") || !approved("annthree00") || approved("benone0000") {
+		t.Fatalf("the policies with the rule approved always: one %v three %v bens %v", approved("annone0000"), approved("annthree00"), approved("benone0000"))
+	}
+	// The list is read whenever a policy is made (a start, a wake, a
+	// set): another of ann's sessions has it from its next one.
+	two, err := r.Session(context.Background(), "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.setPolicy(&two); err != nil || !approved("anntwo0000") {
+		t.Fatalf("two's policy: %v", err)
+	}
+
+	res, err := r.RemoveStandingApproval(as(session.Person{Name: "root"}), ann, "docs.example.com")
+	if err != nil || res.Rule != rule || res.User != "ann" || res.Sessions != 3 {
+		t.Fatalf("remove: %+v %v", res, err)
+	}
+	if l, _ := r.StandingApprovals(context.Background(), ann); len(l) != 0 {
+		t.Fatalf("ann's standing list after rm: %+v", l)
+	}
+	if _, err := r.store.Get(store.BucketMeta, alwaysKey(ann.UID)); err == nil {
+		t.Fatal("an empty standing list is still stored")
+	}
+	if approved("annone0000") || approved("anntwo0000") || !approved("annthree00") {
+		t.Fatalf("the policies after rm: one %v two %v three %v (its own approval)", approved("annone0000"), approved("anntwo0000"), approved("annthree00"))
+	}
+	if s, _ := r.Session(context.Background(), "one"); len(s.EgressApproved) != 0 {
+		t.Fatalf("one kept its copy of the standing approval: %+v", s.EgressApproved)
+	}
+	es, _ := r.Logs(context.Background(), "annone0000", 0)
+	found := false
+	for _, e := range es {
+		found = found || e.Kind == "egress" && strings.Contains(e.Reason, "standing approval "+rule+" of ann removed") && strings.Contains(e.Reason, "by root")
+	}
+	if !found {
+		t.Fatalf("one's decision log: %+v", es)
+	}
+	if _, err := r.RemoveStandingApproval(as(ann), ann, rule); !errdefs.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "paddock egress always ls") {
+		t.Fatalf("removing it again: %v", err)
 	}
 }

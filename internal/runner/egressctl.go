@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/access"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/egress"
@@ -27,6 +29,10 @@ import (
 
 // alwaysKey is where an owner's "always" approvals are kept.
 func alwaysKey(uid uint32) string { return fmt.Sprintf("egress_always/%d", uid) }
+
+// alwaysMu makes each change of a standing list one read-modify-write:
+// two of an owner's sessions approve for always under their own locks.
+var alwaysMu sync.Mutex
 
 // alwaysOf is an owner's standing approvals (for their ask-mode sessions).
 func (r *Runner) alwaysOf(uid uint32) []session.Approval {
@@ -217,14 +223,17 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 		}
 		a.Until = now.Add(d)
 	case "always":
+		// Who may is the guard's to say: the owner and admins only.
+		alwaysMu.Lock()
 		list := r.alwaysOf(s.Owner.UID)
 		if !slices.ContainsFunc(list, func(x session.Approval) bool { return x.Rule == a.Rule }) {
 			list = append(list, a)
-			b, _ := json.Marshal(list)
-			if err := r.store.Put(store.BucketMeta, alwaysKey(s.Owner.UID), b); err != nil {
+			if err := r.putAlways(s.Owner.UID, list); err != nil {
+				alwaysMu.Unlock()
 				return res, err
 			}
 		}
+		alwaysMu.Unlock()
 	default:
 		return res, fmt.Errorf("scope %q: say session, for (with a duration) or always: %w", req.Scope, errdefs.ErrInvalid)
 	}
@@ -253,6 +262,116 @@ func (r *Runner) ApproveEgress(ctx context.Context, ref string, req api.ApproveR
 	r.egressChanged(s, by, fmt.Sprintf("%s; %d waiting connection(s) let through", what, res.Answered), 0)
 	return res, nil
 }
+
+// putAlways stores an owner's standing list (none left: the key goes).
+func (r *Runner) putAlways(uid uint32, list []session.Approval) error {
+	if len(list) == 0 {
+		return r.store.Delete(store.BucketMeta, alwaysKey(uid))
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return err
+	}
+	return r.store.Put(store.BucketMeta, alwaysKey(uid), b)
+}
+
+// StandingApprovals is who's standing list: what egress approve --always
+// recorded, used by every ask-mode session of theirs. Who may read whose
+// is the guard's to say.
+func (r *Runner) StandingApprovals(_ context.Context, who session.Person) ([]session.Approval, error) {
+	alwaysMu.Lock()
+	defer alwaysMu.Unlock()
+	list := r.alwaysOf(who.UID)
+	if list == nil {
+		list = []session.Approval{}
+	}
+	return list, nil
+}
+
+// RemoveStandingApproval takes rule off who's standing list. Each of their
+// sessions forgets the copy recorded where it was approved (the same
+// approval: rule, by and at), and each with a policy installed has it set
+// again: connections that approval alone let through wait again (or are
+// refused, out of ask mode), and open tunnels it alone allowed are cut.
+// An approval of the same rule made for one session alone stays.
+func (r *Runner) RemoveStandingApproval(ctx context.Context, who session.Person, rule string) (api.AlwaysRemoveResult, error) {
+	res := api.AlwaysRemoveResult{User: who.Name, Rule: strings.TrimSpace(rule)}
+	if pr, err := egress.ParseRule(res.Rule); err == nil {
+		res.Rule = pr.String() // as approve recorded it: a port always
+	}
+	if err := r.waitAdopted(ctx); err != nil {
+		return res, err
+	}
+	alwaysMu.Lock()
+	list := r.alwaysOf(who.UID)
+	i := slices.IndexFunc(list, func(a session.Approval) bool { return a.Rule == res.Rule })
+	if i < 0 {
+		alwaysMu.Unlock()
+		return res, fmt.Errorf("%s has no standing egress approval of %s; paddock egress always ls lists them: %w", who.Name, res.Rule, errdefs.ErrNotFound)
+	}
+	gone := list[i]
+	err := r.putAlways(who.UID, slices.Delete(list, i, i+1))
+	alwaysMu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	by := r.caller(ctx).Name
+	all, err := r.Sessions(ctx)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, s := range all {
+		if s.Owner.UID != who.UID || s.Egress != session.EgressAllowlist {
+			continue
+		}
+		cut, reset, err := r.dropStanding(s.ID, gone, by)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("session %q: %w", s.Name, err))
+			continue
+		}
+		if reset {
+			res.Sessions++
+			res.Cut += cut
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// dropStanding has session id forget a standing approval taken off its
+// owner's list: its copy of it, and its policy set again if it has one
+// that used it; reset says whether it was.
+func (r *Runner) dropStanding(id string, gone session.Approval, by string) (cut int, reset bool, err error) {
+	unlock := r.sessionLock(id)
+	defer unlock()
+	s, err := r.reload(id)
+	if err != nil {
+		return 0, false, err
+	}
+	n := len(s.EgressApproved)
+	s.EgressApproved = slices.DeleteFunc(s.EgressApproved, func(a session.Approval) bool {
+		return a.Rule == gone.Rule && a.By == gone.By && a.At.Equal(gone.At)
+	})
+	copied := len(s.EgressApproved) < n
+	if copied {
+		if err := r.save(&s); err != nil {
+			return 0, false, err
+		}
+	}
+	if r.policy(id) == nil { // not running: its next start reads the list
+		return 0, false, nil
+	}
+	if !copied && !s.EgressAsk {
+		return 0, false, nil // it never used the list
+	}
+	if cut, err = r.setPolicy(&s); err != nil {
+		return 0, true, err
+	}
+	r.egressChanged(s, by, fmt.Sprintf("standing approval %s of %s removed (paddock egress always rm)", gone.Rule, s.Owner.Name), cut)
+	return cut, true, nil
+}
+
+var _ access.AlwaysInner = (*Runner)(nil)
 
 // notifyPending runs the notify command for a connection that waits for
 // approval (PADDOCK_ACTIVITY=egress_pending, PADDOCK_EGRESS_HOST).
