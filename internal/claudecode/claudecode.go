@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +26,34 @@ const PinnedVersion = "2.1.328"
 
 // Package is the npm package name.
 const Package = "@anthropic-ai/claude-code"
+
+// exactVersion is an exact npm version: no range, no tag.
+var exactVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?$`)
+
+// IsExactVersion reports whether v names one published version exactly
+// (like 2.1.328), never a range or a tag such as latest.
+func IsExactVersion(v string) bool { return exactVersion.MatchString(v) }
+
+// CheckAllowed says whether a Runner may run (and so install from npm)
+// Claude Code v for a session: "" (the pinned one), PinnedVersion, or one
+// of allowed (claude.allowed_versions, an admin's list). Anything else is
+// refused, naming what is allowed and how an admin adds a version
+// (errdefs.ErrForbidden; ErrInvalid for what is no exact version). It is
+// checked before anything is installed or recorded.
+func CheckAllowed(v string, allowed []string) error {
+	if v == "" || v == PinnedVersion || slices.Contains(allowed, v) {
+		return nil
+	}
+	these := "the pinned " + PinnedVersion
+	if len(allowed) > 0 {
+		these += " and " + strings.Join(allowed, ", ") + " (claude.allowed_versions)"
+	}
+	if !IsExactVersion(v) {
+		return fmt.Errorf("claude code version %q is not an exact version like %s; this Runner runs Claude Code %s: %w", v, PinnedVersion, these, errdefs.ErrInvalid)
+	}
+	return fmt.Errorf("this Runner runs Claude Code %s only, not %s: leave out --claude-version, or ask an admin to add it to the Runner's config (allowed_versions = [\"%s\"] under [claude]) and restart the Runner: %w",
+		these, v, v, errdefs.ErrForbidden)
+}
 
 // Dir is where a version is installed under a state directory.
 func Dir(stateDir, version string) string { return filepath.Join(stateDir, "cli", version) }

@@ -205,6 +205,11 @@ type Claude struct {
 	// Binary, if set, is used instead of installing the pinned version from
 	// npm into <state-dir>/cli/<version>; it must report the pinned version.
 	Binary string `toml:"binary"`
+	// AllowedVersions are the Claude Code versions besides the pinned one
+	// that a session may ask for (paddock run --claude-version): the
+	// Runner installs them from npm (local) or runs their image (docker).
+	// An admin's list; anything else is refused before any install.
+	AllowedVersions []string `toml:"allowed_versions"`
 }
 
 // Local configures the local (bubblewrap) backend.
@@ -471,7 +476,7 @@ var known = []string{
 	"proxy.listen", "proxy.max_request_bytes", "proxy.read_header_timeout", "proxy.read_timeout",
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "sessions.rpm", "sessions.max_streams",
-	"sessions.token_budget", "sessions.budget_usd", "claude.binary",
+	"sessions.token_budget", "sessions.budget_usd", "claude.binary", "claude.allowed_versions",
 	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"kubernetes.kubeconfig", "kubernetes.context", "kubernetes.namespace", "kubernetes.image", "kubernetes.image_pull_policy",
 	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime_class",
@@ -586,6 +591,11 @@ func (c Config) Validate() error {
 	}
 	if c.Claude.Binary != "" && !strings.HasPrefix(c.Claude.Binary, "/") {
 		return &Error{Key: "claude.binary", Msg: fmt.Sprintf("%q must be an absolute path", c.Claude.Binary)}
+	}
+	for _, v := range c.Claude.AllowedVersions {
+		if !claudecode.IsExactVersion(v) {
+			return &Error{Key: "claude.allowed_versions", Msg: fmt.Sprintf("%q is not an exact version like %s (never a range or latest)", v, claudecode.PinnedVersion)}
+		}
 	}
 	if c.Local.UIDBase < 1000 || c.Local.UIDBase > 1<<31-1<<20 {
 		return &Error{Key: "local.uid_base", Msg: fmt.Sprintf("%d is outside 1000..%d", c.Local.UIDBase, 1<<31-1<<20)}

@@ -40,8 +40,14 @@ type firstStart struct {
 // checkFirstStart checks what req brings for the first start, before
 // anything of the session is recorded; nil when it brings nothing. A
 // bad part refuses the request (it does not come from paddock run, whose
-// own checks would have caught it).
+// own checks would have caught it). The Claude Code version it asks for is
+// checked here too, before anything is recorded or installed: the pinned
+// one or one of claude.allowed_versions, never any version published on
+// npm (which a root Runner would install for any member).
 func (r *Runner) checkFirstStart(req *api.CreateRequest) (*firstStart, error) {
+	if err := claudecode.CheckAllowed(req.ClaudeVersion, r.opts.Config.Claude.AllowedVersions); err != nil {
+		return nil, err
+	}
 	p := &firstStart{Prompt: req.Prompt}
 	if p.Prompt != "" {
 		if err := firstprompt.Check(string(p.Prompt)); err != nil {

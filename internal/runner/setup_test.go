@@ -1,14 +1,20 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/api"
+	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/claudesetup"
+	"github.com/paddockhq/paddock/internal/config"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/firstprompt"
 	"github.com/paddockhq/paddock/internal/gitident"
 	"github.com/paddockhq/paddock/internal/session"
@@ -71,6 +77,60 @@ func TestFirstStartKeptUntilUsed(t *testing.T) {
 	} {
 		if _, err := r.checkFirstStart(&bad); err == nil {
 			t.Errorf("accepted %+v", bad)
+		}
+	}
+}
+
+// TestOnlyAllowedClaudeVersionsInstall: a session may ask for the pinned
+// Claude Code or a version an admin lists in claude.allowed_versions;
+// any other is refused with what is allowed and how an admin adds one,
+// before npm is ever run (a fake npm first on PATH would leave a mark)
+// and before anything of the session is recorded. The key is read from
+// the file, and a range or tag in it is refused.
+func TestOnlyAllowedClaudeVersionsInstall(t *testing.T) {
+	cfg, err := config.Parse("paddock.toml", []byte("version = 1\n[claude]\nallowed_versions = [\"2.1.300\"]\n"))
+	if err != nil || !slices.Equal(cfg.Claude.AllowedVersions, []string{"2.1.300"}) {
+		t.Fatalf("claude.allowed_versions: %+v %v", cfg.Claude.AllowedVersions, err)
+	}
+	for _, bad := range []string{`["latest"]`, `["^2.1.0"]`, `["2.1"]`} {
+		if _, err := config.Parse("paddock.toml", []byte("version = 1\n[claude]\nallowed_versions = "+bad+"\n")); err == nil || !strings.Contains(err.Error(), "claude.allowed_versions") {
+			t.Errorf("allowed_versions = %s: %v", bad, err)
+		}
+	}
+	bin := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "npm-ran")
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte("#!/bin/sh\necho \"$@\" >> "+mark+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	cfg.Proxy.Listen, cfg.Web.Listen = "off", "off"
+	cfg.Credential.ClaudeLoginFile = "off"
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	close(r.adopted)
+	ctx := context.Background()
+	for v, kind := range map[string]error{"2.1.299": errdefs.ErrForbidden, "9.9.9": errdefs.ErrForbidden, "latest": errdefs.ErrInvalid} {
+		_, err := r.CreateSession(ctx, api.CreateRequest{Name: "v", Backend: "local", ClaudeVersion: v, NoStart: true})
+		if !errdefs.Is(err, kind) || !strings.Contains(err.Error(), "the pinned "+claudecode.PinnedVersion+" and 2.1.300 (claude.allowed_versions)") {
+			t.Errorf("claude version %s: %v", v, err)
+		}
+		if kind == errdefs.ErrForbidden && !strings.Contains(err.Error(), `allowed_versions = ["`+v+`"] under [claude]`) {
+			t.Errorf("claude version %s: no word of how an admin adds it: %v", v, err)
+		}
+	}
+	if ss, _ := r.Sessions(ctx); len(ss) != 0 {
+		t.Fatalf("a refused version left sessions: %+v", ss)
+	}
+	if b, err := os.ReadFile(mark); err == nil {
+		t.Fatalf("npm ran: %s", b)
+	}
+	// The pinned one, and the listed one, pass the check.
+	for _, v := range []string{"", claudecode.PinnedVersion, "2.1.300"} {
+		if _, err := r.checkFirstStart(&api.CreateRequest{ClaudeVersion: v}); err != nil {
+			t.Errorf("claude version %q: %v", v, err)
 		}
 	}
 }
