@@ -115,20 +115,39 @@ var opWords = map[session.Op]string{
 	session.OpExport: "exporting it (its conversation comes along)",
 }
 
+// find resolves ref among the sessions p may see, and only those: a
+// name, id or prefix of someone else's session means nothing to p, so
+// neither a decoy named like another's id nor an ambiguous prefix can
+// turn p's call to a session p did not mean.
+func (g *Guard) find(ctx context.Context, p people.Person, ref string) (session.Session, error) {
+	all, err := g.inner.Sessions(ctx)
+	if err != nil {
+		return session.Session{}, err
+	}
+	mine := all[:0:0]
+	for _, s := range all {
+		if roleOf(p, &s) != session.RoleNone {
+			mine = append(mine, s)
+		}
+	}
+	s, err := session.Resolve(mine, ref)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return s, fmt.Errorf("no session %q that you can see (another person's session shows only once they share it with you: paddock share): %w", ref, errdefs.ErrNotFound)
+	}
+	return s, err
+}
+
 // resolve finds ref for p and checks p may do op on it.
 func (g *Guard) resolve(ctx context.Context, ref string, op session.Op) (people.Person, session.Session, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return p, session.Session{}, err
 	}
-	s, err := g.inner.Session(ctx, ref)
+	s, err := g.find(ctx, p, ref)
 	if err != nil {
-		return p, s, err
+		return p, session.Session{}, err
 	}
 	role := roleOf(p, &s)
-	if role == session.RoleNone {
-		return p, session.Session{}, fmt.Errorf("no session %q that you can see (another person's session shows only once they share it with you: paddock share): %w", ref, errdefs.ErrNotFound)
-	}
 	if need := session.Need[op]; !role.AtLeast(need) {
 		hint := fmt.Sprintf("; %s can give it: paddock share %s %s --role %s", s.Owner.Name, s.Name, p.Name, need)
 		if need == session.RoleOwner {
@@ -184,7 +203,7 @@ func (g *Guard) act(ctx context.Context, ref string, op session.Op, action strin
 	p, s, err := g.resolve(ctx, ref, op)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrForbidden) && s.ID == "" {
-			if s2, err2 := g.inner.Session(ctx, ref); err2 == nil {
+			if s2, err2 := g.find(ctx, p, ref); err2 == nil {
 				g.record(p, action, &s2, err, fill)
 			}
 		}
@@ -432,7 +451,7 @@ func (g *Guard) Attach(ctx context.Context, ref string, req api.AttachRequest) (
 	p, s, err := g.resolve(ctx, ref, op)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrForbidden) {
-			if s2, err2 := g.inner.Session(ctx, ref); err2 == nil {
+			if s2, err2 := g.find(ctx, p, ref); err2 == nil {
 				g.record(p, audit.ActionAttach, &s2, err, func(e *audit.Entry) { e.Role = req.Role })
 			}
 		}

@@ -568,3 +568,26 @@ func TestEachLogsInAsThemselves(t *testing.T) {
 		t.Fatalf("the audit log: %s", strings.Join(got, ","))
 	}
 }
+
+// TestRefsResolveAmongWhatYouSee (issue 31, item 3): a reference means
+// only the sessions the caller may see: a prefix that another person's
+// session id shares neither turns ambiguous nor reaches theirs, and the
+// audit names the session the caller meant.
+func TestRefsResolveAmongWhatYouSee(t *testing.T) {
+	g, in, _, _ := setup(t)
+	a := mustCreate(t, g, ann, "ann-work")
+	b := mustCreate(t, g, ben, "ben-work")
+	// The fake's ids share the prefix "id0000000".
+	s, err := g.Session(as(ben), b.ID[:len(b.ID)-1])
+	if err != nil || s.ID != b.ID {
+		t.Fatalf("ben's prefix, with ann's id sharing it: %v %v", s.ID, err)
+	}
+	if _, err := g.Sleep(as(ben), a.ID); !errors.Is(err, errdefs.ErrNotFound) || strings.Contains(err.Error(), a.Name) {
+		t.Fatalf("ben by ann's exact id: %v", err)
+	}
+	for _, d := range in.did {
+		if strings.Contains(d, a.ID) {
+			t.Fatalf("ben's call reached ann's session: %s", d)
+		}
+	}
+}

@@ -77,6 +77,8 @@ type envOpts struct {
 	plan, scopes string
 	// usageView turns anthropic.usage_view on.
 	usageView bool
+	// fallbackToOwner turns credential.fallback_to_owner on.
+	fallbackToOwner bool
 	// hosts are names `paddock serve` resolves to test addresses: it runs
 	// in a mount namespace of its own with an /etc/hosts that has them.
 	hosts map[string]string
@@ -126,6 +128,9 @@ func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
 	}
 	if o.scopes != "" {
 		plan += fmt.Sprintf("scopes = %q\n", o.scopes)
+	}
+	if o.fallbackToOwner {
+		plan += "fallback_to_owner = true\n"
 	}
 	e.relay = &relayEcho{}
 	relaySrv := httptest.NewServer(e.relay)

@@ -184,6 +184,21 @@ func (r *Runner) credentialOfPerson(p session.Person) (credential.Credential, er
 	return c, err
 }
 
+// lent reports whether c, the credential p's sessions go out with, is
+// lent to p rather than p's own: the owner's, through
+// credential.fallback_to_owner, for a person who is not an admin. A lent
+// credential is only ever used through the proxy; it never enters a box.
+func (r *Runner) lent(p session.Person, c credential.Credential) bool {
+	return !r.usesOwnersCredential(p) && c.User != p.Name
+}
+
+// errLentDirect refuses direct mode to a person whose only credential is
+// the owner's, lent.
+func errLentDirect(p session.Person) error {
+	return fmt.Errorf("credential mode direct puts the session's credential in the box, and %s has none of their own: the owner's is lent through the proxy only (credential.fallback_to_owner); leave out --credential-mode direct, or store your own with paddock credential login or paddock credential set: %w",
+		p.Name, errdefs.ErrForbidden)
+}
+
 // SetUserCredential stores the caller's own credential (never the
 // Runner's user's, who stores theirs with paddock credential set on the
 // host). Running sessions of theirs use it from their next request.

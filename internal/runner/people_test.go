@@ -336,3 +336,66 @@ func TestUserCredCache(t *testing.T) {
 		t.Fatal("a damaged file's error is kept")
 	}
 }
+
+// TestLentCredentialNeverInTheBox (issue 31, item 2): a person whose only
+// credential is the owner's, lent through credential.fallback_to_owner,
+// is refused direct mode, at create and at every later start (here: ben
+// had his own when he made the session and removed it since); nothing of
+// the owner's setup token reaches his box's environment.
+func TestLentCredentialNeverInTheBox(t *testing.T) {
+	backends := testBackends(t)
+	const owner, benTok = "sk-ant-oat01-fake-owner-token-000000000", "sk-ant-oat01-fake-ben-token-0000000000"
+	up := httptest.NewServer(fakeapi.New(owner, benTok))
+	defer up.Close()
+	cfg := config.Default()
+	cfg.Proxy.Listen = "127.0.0.1:0"
+	cfg.Web.Listen = "127.0.0.1:0"
+	cfg.Anthropic.Upstream = up.URL
+	cfg.Credential.FallbackToOwner = true
+	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + owner},
+		Backends: map[string]sandbox.Backend{"local": backends["local"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, r)
+	ben := people.With(context.Background(), people.Person{UID: 4242002, Name: "ben"})
+	direct := api.CreateRequest{Name: "ben-direct", Backend: "local", CredentialMode: "direct", Egress: "offline"}
+
+	_, err = r.CreateSession(ben, direct)
+	if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "ben has none of their own") ||
+		!strings.Contains(err.Error(), "leave out --credential-mode direct") || strings.Contains(err.Error(), owner) {
+		t.Fatalf("ben, direct, on the lent credential: %v", err)
+	}
+	// Through the proxy the lent one is fine.
+	proxied, err := r.CreateSession(ben, api.CreateRequest{Name: "ben-proxy", Backend: "local", Egress: "offline", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.RemoveSession(context.Background(), proxied.ID, false)
+
+	// His own, then direct is his: made without starting; then he removes
+	// it, and the start is refused.
+	if _, err := r.SetUserCredential(ben, credential.KindOAuth, secret.New(benTok)); err != nil {
+		t.Fatal(err)
+	}
+	direct.NoStart = true
+	s, err := r.CreateSession(ben, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.RemoveSession(context.Background(), s.ID, false)
+	if err := r.RemoveUserCredential(ben); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wake(ben, s.ID); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "lent through the proxy only") {
+		t.Fatalf("ben's direct session started on the lent credential: %v", err)
+	}
+	if got, err := r.Session(ben, s.ID); err == nil && got.Observed == session.Running {
+		var out strings.Builder
+		if p, err := r.Exec(context.Background(), s.ID, channel.ExecOptions{Argv: []string{"printenv", "CLAUDE_CODE_OAUTH_TOKEN"}, Stdout: &out}); err == nil {
+			p.CloseStdin()
+			p.Wait()
+		}
+		t.Fatalf("ben's direct session runs on the lent credential (environment %q)", out.String())
+	}
+}

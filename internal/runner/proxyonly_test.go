@@ -32,7 +32,7 @@ func TestDirectRefusedOnProxyOnlyBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	_, err = r.CreateSession(context.Background(), api.CreateRequest{Name: "d", Backend: "cluster", CredentialMode: "direct"})
+	_, err = r.CreateSession(context.Background(), api.CreateRequest{Name: "dx", Backend: "cluster", CredentialMode: "direct"})
 	if !errdefs.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "proxy-mode sessions only") {
 		t.Fatalf("direct mode on a proxy-only backend: %v", err)
 	}

@@ -333,6 +333,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err != nil {
 		return session.Session{}, err
 	}
+	var wsUID int // the workspace's owner now, kept for every later mount
 	if req.Workspace != "" {
 		abs, err := filepath.Abs(req.Workspace)
 		if err != nil {
@@ -340,10 +341,11 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		}
 		// Every reason a workspace cannot be bound, said now, with the
 		// next step, before anything of the session is made.
-		if _, _, err := wsmount.Check(abs); err != nil {
+		_, own, err := wsmount.Check(abs)
+		if err != nil {
 			return session.Session{}, err
 		}
-		req.Workspace = abs
+		req.Workspace, wsUID = abs, own.UID
 	} else if req.UnsafeHostCode {
 		return session.Session{}, fmt.Errorf("--unsafe-host-code is about a host workspace; give --workspace too: %w", errdefs.ErrInvalid)
 	}
@@ -366,6 +368,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	cred, err := r.credentialOfPerson(owner)
 	if own != nil {
 		cred, err = *own, nil
+		cred.User = owner.Name
 	}
 	if err != nil {
 		return session.Session{}, err
@@ -385,6 +388,9 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if mode == session.ModeDirect && be.Capabilities(ctx).ProxyOnly {
 		return session.Session{}, fmt.Errorf("the %s backend runs proxy-mode sessions only: nothing in it may ever hold your credential; leave out --credential-mode direct: %w", req.Backend, errdefs.ErrForbidden)
 	}
+	if mode == session.ModeDirect && r.lent(owner, cred) {
+		return session.Session{}, errLentDirect(owner)
+	}
 	if mode == session.ModeDirect && cred.Kind != credential.KindOAuth {
 		return session.Session{}, fmt.Errorf("credential mode direct passes a setup token (oauth) into the box; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
 	}
@@ -394,6 +400,11 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	for _, s := range all {
 		if s.Name == req.Name && s.Live() {
+			// Names are one space for everyone; the id is told only to
+			// those who may see the session.
+			if s.RoleOf(owner.UID) == session.RoleNone && !r.usesOwnersCredential(owner) {
+				return session.Session{}, fmt.Errorf("the name %q is taken by another person's session; pick another --name: %w", req.Name, errdefs.ErrConflict)
+			}
 			return session.Session{}, fmt.Errorf("a session named %q exists (%s); pick another --name or paddock rm it: %w", req.Name, s.ID[:8], errdefs.ErrConflict)
 		}
 	}
@@ -407,7 +418,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	}
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: req.Name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
-		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, EgressPolicies: policies, EgressAsk: req.Ask, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode,
+		CredentialMode: mode, CredentialKind: string(cred.Kind), Egress: req.Egress, EgressAllow: allow, EgressDeny: deny, EgressPolicies: policies, EgressAsk: req.Ask, Workspace: req.Workspace, WorkspaceUID: wsUID, UnsafeHostCode: req.UnsafeHostCode,
 		Model: req.Model, Effort: req.Effort, ClaudeSessionID: uuid, Created: now, Limits: lim, Owner: owner}
 	s.Restart = restart
 	unlock := r.sessionLock(id)
@@ -446,7 +457,7 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		r.fail(&s, "keep the session's setup for its first start: "+err.Error())
 		return s, err
 	}
-	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, UnsafeHostCode: req.UnsafeHostCode, Limits: r.limits()}
+	co := sandbox.CreateOptions{Session: id, Workspace: req.Workspace, WorkspaceUID: wsUID, UnsafeHostCode: req.UnsafeHostCode, Limits: r.limits()}
 	if v := req.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
 		if co, err = r.withClaudeVersion(ctx, co, be.Name(), v); err != nil {
 			r.fail(&s, err.Error())
@@ -556,6 +567,11 @@ func (r *Runner) credentialEnv(s *session.Session) (varName, value string, err e
 		return "", "", err
 	}
 	if s.CredentialMode == session.ModeDirect {
+		// Checked at every start, not only at create: the person may have
+		// removed their own credential since, leaving only a lent one.
+		if owner := r.ownerOf(s.ID); r.lent(owner, cred) {
+			return "", "", errLentDirect(owner)
+		}
 		if cred.Kind != credential.KindOAuth {
 			return "", "", fmt.Errorf("direct mode needs an oauth setup token; the owner's credential is %s: %w", cred.Kind, errdefs.ErrInvalid)
 		}
@@ -1134,7 +1150,7 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 	}
 	// A failed session may have lost its box: make a new one on the same volume.
 	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
-		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, UnsafeHostCode: s.UnsafeHostCode, Limits: r.limits()}
+		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, WorkspaceUID: s.WorkspaceUID, UnsafeHostCode: s.UnsafeHostCode, Limits: r.limits()}
 		if s.ClaudeVersion != "" {
 			if co, err = r.withClaudeVersion(ctx, co, be.Name(), s.ClaudeVersion); err != nil {
 				r.fail(&s, err.Error())

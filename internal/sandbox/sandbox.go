@@ -115,6 +115,10 @@ type CreateOptions struct {
 	// UnsafeHostCode leaves writable, in a host workspace, the files the
 	// host runs later (wsmount.HostCode): the owner's explicit choice.
 	UnsafeHostCode bool
+	// WorkspaceUID, when not 0, is the uid Workspace must belong to: its
+	// owner's when the session was made. Create refuses a directory of
+	// anyone else's, and every later mount of the box checks it again.
+	WorkspaceUID int
 }
 
 // StopOptions control Stop.

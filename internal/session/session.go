@@ -133,6 +133,9 @@ type Session struct {
 	// EgressApproved are rules people approved while it ran.
 	EgressApproved []Approval `json:"egress_approved,omitempty"`
 	Workspace      string     `json:"workspace,omitempty"`
+	// WorkspaceUID is the uid the workspace belonged to when the session
+	// was made; no box of the session mounts it once it is anyone else's.
+	WorkspaceUID int `json:"workspace_uid,omitempty"`
 	// UnsafeHostCode: the owner asked for the workspace's host code to be
 	// writable in the box.
 	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
@@ -213,10 +216,18 @@ func (s *Session) Live() bool { return s.Observed != Removed }
 
 var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
-// ValidName checks a session name.
+// idShaped matches what reads as a session id or a prefix of one.
+var idShaped = regexp.MustCompile(`^[0-9a-f]+$`)
+
+// ValidName checks a session name. A name made only of hex digits is
+// refused: it would read as (a prefix of) a session id, and a session
+// named with another's id would take what was meant for that one.
 func ValidName(n string) error {
 	if !validName.MatchString(n) {
 		return fmt.Errorf("session name %q: use lowercase letters, digits, '-', '_' and '.', at most 63, starting with a letter or digit: %w", n, errdefs.ErrInvalid)
+	}
+	if idShaped.MatchString(n) {
+		return fmt.Errorf("session name %q is made only of hex digits and would read as a session id; add a letter from g to z or a '-': %w", n, errdefs.ErrInvalid)
 	}
 	return nil
 }
@@ -278,9 +289,12 @@ func NewName() string {
 	return adjectives[int(b[0])%len(adjectives)] + "-" + animals[int(b[1])%len(animals)]
 }
 
-// Resolve finds the one live session whose name equals ref, or whose id
-// starts with ref. Removed sessions are found only by full id or name when
-// no live one matches (so their errors can say "it is removed").
+// Resolve finds the live session whose id is ref, else the one live
+// session whose name equals ref, else the one whose id starts with ref.
+// Removed sessions are found only by full id or name when no live one
+// matches (so their errors can say "it is removed"). An exact id always
+// wins: a call made with a session's id reaches that session, whatever
+// another is named.
 func Resolve(all []Session, ref string) (Session, error) {
 	if ref == "" {
 		return Session{}, fmt.Errorf("no session named: %w", errdefs.ErrInvalid)
@@ -288,6 +302,8 @@ func Resolve(all []Session, ref string) (Session, error) {
 	var byName, byPrefix, dead []Session
 	for _, s := range all {
 		switch {
+		case s.ID == ref && s.Live():
+			return s, nil
 		case s.Name == ref && s.Live():
 			byName = append(byName, s)
 		case strings.HasPrefix(s.ID, ref) && s.Live():

@@ -40,7 +40,7 @@ func TestCheckTable(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	for n, ok := range map[string]bool{"calm-otter": true, "a": true, "A": false, "-x": false, "x y": false, "a/b": false, strings.Repeat("a", 64): false, "my_proj.2": true} {
+	for n, ok := range map[string]bool{"calm-otter": true, "a": false, "g": true, "cafe": false, "cafe-1": true, "0123abcdef01": false, "42": false, "x42": true, "A": false, "-x": false, "x y": false, "a/b": false, strings.Repeat("a", 64): false, "my_proj.2": true} {
 		if (ValidName(n) == nil) != ok {
 			t.Errorf("name %q", n)
 		}
@@ -88,5 +88,22 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := Resolve(all, "fff"); !errdefs.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("prefix of a removed one: %v", err)
+	}
+}
+
+// TestResolveExactIDWins (issue 31, item 3): a session named with another
+// session's id (a record from before such names were refused) never takes
+// a call made with that id; the name still finds it when no id is equal.
+func TestResolveExactIDWins(t *testing.T) {
+	all := []Session{
+		{ID: "0d1e2f3a4b5c", Name: "decoy-owner-made-first", Observed: Running},
+		{ID: "9a8b7c6d5e4f", Name: "0d1e2f3a4b5c", Observed: Running}, // the decoy
+		{ID: "111111111111", Name: "0d1e", Observed: Running},
+	}
+	if s, err := Resolve(all, "0d1e2f3a4b5c"); err != nil || s.ID != "0d1e2f3a4b5c" {
+		t.Fatalf("by the colleague's exact id, the decoy answered: %v %v", s.ID, err)
+	}
+	if err := ValidName("0d1e2f3a4b5c"); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "would read as a session id") {
+		t.Fatalf("an id-shaped name: %v", err)
 	}
 }

@@ -244,6 +244,10 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 // made.
 const labelWorkspace = "paddock.workspace"
 
+// labelWorkspaceUID is the uid the host workspace belonged to when the
+// box was made; each start refuses it if it belongs to anyone else by then.
+const labelWorkspaceUID = "paddock.workspace-uid"
+
 // labelUnsafeHostCode marks a box whose workspace keeps the host's code
 // paths writable (wsmount.HostCode), as its owner asked.
 const labelUnsafeHostCode = "paddock.unsafe-host-code"
@@ -268,12 +272,12 @@ func (b *Backend) wsState(session string) string {
 // mountWorkspace makes the box's view of the workspace real at the
 // session's wsMount (see wsmount): the box's user is sandbox.BoxUID on the
 // host too, since Docker maps no user namespace.
-func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool) error {
+func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool, ownerUID int) error {
 	if err := sandbox.ValidSession(session); err != nil {
 		return err
 	}
 	_, err := wsmount.Mount(wsmount.Options{Source: real, Target: b.wsMount(session), State: b.wsState(session),
-		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode})
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode, OwnerUID: ownerUID})
 	return err
 }
 
@@ -360,9 +364,14 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	}
 	if real := spec.Config.Labels[labelWorkspace]; real != "" {
 		// Refused before anything is made: root's, or no idmapped mounts.
-		if _, _, err := wsmount.Check(real); err != nil {
+		_, own, err := wsmount.Check(real)
+		if err != nil {
 			return sandbox.Box{}, err
 		}
+		if err := wsmount.SameOwner(real, own, o.WorkspaceUID); err != nil {
+			return sandbox.Box{}, err
+		}
+		spec.Config.Labels[labelWorkspaceUID] = strconv.Itoa(own.UID)
 	}
 	// Before anything is made: a missing image is the usual first
 	// stumble, an image of an older paddock the next.
@@ -516,7 +525,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		switch {
 		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
 			if ins.State == nil || !ins.State.Running {
-				if err := b.mountWorkspace(session, real, ins.Config.Labels[labelUnsafeHostCode] == "1"); err != nil {
+				// A box made before the owner was kept has no label: 0, unchecked.
+				ownerUID, _ := strconv.Atoi(ins.Config.Labels[labelWorkspaceUID])
+				if err := b.mountWorkspace(session, real, ins.Config.Labels[labelUnsafeHostCode] == "1", ownerUID); err != nil {
 					return sandbox.Box{}, err
 				}
 				mounted = session

@@ -149,11 +149,15 @@ type record struct {
 	// directory — is refused, never followed.
 	WorkspaceReal string `json:"workspace_real,omitempty"`
 	// UnsafeHostCode: the host's code paths in the workspace stay writable.
-	UnsafeHostCode bool           `json:"unsafe_host_code,omitempty"`
-	Limits         sandbox.Limits `json:"limits"`
-	Claude         string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
-	Notes          []string       `json:"notes,omitempty"`
-	Cgroup         *cgroup.Group  `json:"cgroup,omitempty"`
+	UnsafeHostCode bool `json:"unsafe_host_code,omitempty"`
+	// WorkspaceUID is the workspace's owner when the box was made; every
+	// mount refuses the directory if it belongs to anyone else by then
+	// (0 in records from before it was kept: taken at the next mount).
+	WorkspaceUID int            `json:"workspace_uid,omitempty"`
+	Limits       sandbox.Limits `json:"limits"`
+	Claude       string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
+	Notes        []string       `json:"notes,omitempty"`
+	Cgroup       *cgroup.Group  `json:"cgroup,omitempty"`
 	// The running instance, if any: the guest's host pid and its start
 	// time (to tell it from a recycled pid).
 	PID      int    `json:"pid,omitempty"`
@@ -223,11 +227,15 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	var wsReal string
+	var wsOwner wsmount.Owner
 	if o.Workspace != "" {
 		// Refused here, before anything is made: not a directory, a
 		// symlink, root's, or a filesystem without idmapped mounts.
 		var err error
-		if wsReal, _, err = wsmount.Check(o.Workspace); err != nil {
+		if wsReal, wsOwner, err = wsmount.Check(o.Workspace); err != nil {
+			return sandbox.Box{}, err
+		}
+		if err := wsmount.SameOwner(o.Workspace, wsOwner, o.WorkspaceUID); err != nil {
 			return sandbox.Box{}, err
 		}
 	}
@@ -267,7 +275,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, UnsafeHostCode: o.UnsafeHostCode, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
+		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, WorkspaceUID: wsOwner.UID, UnsafeHostCode: o.UnsafeHostCode, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -650,9 +658,17 @@ func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
 		}
 	}
 	mp := b.wsMountPoint(r.ID)
-	if _, err := wsmount.Mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
-		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode}); err != nil {
+	own, err := wsmount.Mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
+		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID})
+	if err != nil {
 		return nil, err
+	}
+	if r.WorkspaceUID == 0 { // a record from before the owner was kept
+		r.WorkspaceUID = own.UID
+		if err := b.save(r); err != nil {
+			b.unmountWorkspace(r)
+			return nil, err
+		}
 	}
 	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, mp)
 	if err != nil {

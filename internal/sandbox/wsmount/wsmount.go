@@ -83,6 +83,12 @@ type Options struct {
 	// UnsafeHostCode leaves HostCode writable (the owner's explicit,
 	// per-session choice); the idmap still applies.
 	UnsafeHostCode bool
+	// OwnerUID, when not 0, is the uid the workspace must belong to at
+	// this mount: its owner's when the box was made (Check). A directory
+	// that changed hands since (another one renamed into its path) is
+	// refused, never mounted for its new owner. It is read from the
+	// descriptor that is mounted, so no swap falls between check and mount.
+	OwnerUID int
 }
 
 // state is what Mount leaves for Unmount.
@@ -99,6 +105,20 @@ type placeholder struct {
 // Owner reports the owner of a workspace directory: the ids the box's
 // user stands for through the idmap.
 type Owner struct{ UID, GID int }
+
+// SameOwner refuses a workspace at path whose owner own is not uid, the
+// one it had when its session was made (0: none kept, nothing to check).
+func SameOwner(path string, own Owner, uid int) error {
+	if uid == 0 || own.UID == uid {
+		return nil
+	}
+	return fmt.Errorf("workspace %s now belongs to uid %d, and belonged to uid %d when the session was made: paddock mounts a workspace only for the person it was made for; put their directory back at %s, or remove the session: %w",
+		path, own.UID, uid, path, ErrChangedHands)
+}
+
+// ErrChangedHands is wrapped when a workspace belongs to someone other
+// than it did when its box was made (Options.OwnerUID).
+var ErrChangedHands = fmt.Errorf("the workspace changed hands: %w", errdefs.ErrForbidden)
 
 // ErrRootOwned is wrapped when a workspace belongs to root.
 var ErrRootOwned = errors.New("root-owned workspace")
@@ -184,6 +204,9 @@ func Mount(o Options) (Owner, error) {
 	defer unix.Close(fd)
 	own, err := ownerOf(fd, o.Source)
 	if err != nil {
+		return own, err
+	}
+	if err := SameOwner(o.Source, own, o.OwnerUID); err != nil {
 		return own, err
 	}
 	st := state{Source: o.Source}

@@ -306,3 +306,41 @@ func benchMount(b *testing.B, mount bool) {
 		}
 	}
 }
+
+// TestMountRefusesAWorkspaceThatChangedHands (issue 31, item 7): a
+// directory that belongs to someone else at a later mount than at the
+// box's making (a colleague's renamed into the path, in a group-writable
+// parent) is refused, and nothing stays mounted.
+func TestMountRefusesAWorkspaceThatChangedHands(t *testing.T) {
+	testenv.Root(t)
+	ws := newWorkspace(t, true)
+	dir := testenv.TraversableTempDir(t)
+	o := Options{Source: ws, Target: filepath.Join(dir, "mnt"), State: filepath.Join(dir, "mnt.json"), BoxUID: boxUID, BoxGID: boxUID, OwnerUID: ownerUID}
+	if _, err := Mount(o); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		t.Fatal(err)
+	}
+	// The colleague's directory, renamed into the path.
+	colleague := filepath.Join(dir, "colleague")
+	if err := os.Mkdir(colleague, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(colleague, ownerUID+1, ownerUID+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(ws, ws+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(colleague, ws); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Mount(o)
+	if !errors.Is(err, ErrChangedHands) || !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "now belongs to uid 4322") {
+		t.Fatalf("a workspace that changed hands: %v", err)
+	}
+	if mounted(t, o.Target) {
+		t.Fatal("mounted after the refusal")
+	}
+}
