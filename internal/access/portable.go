@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/audit"
@@ -37,7 +39,10 @@ func (g *Guard) ExportSession(ctx context.Context, ref string) ([]byte, error) {
 
 // ImportSession makes a session of a session file, owned by the caller
 // as one they create with run: a workspace must be their own directory
-// (admins excepted). Each import is audited, refused ones too.
+// (admins excepted). What the file asks for beyond the Runner's defaults
+// is the importer's to take, by a flag (the Runner's adopt): the audit
+// names the flags given and the session's credential mode and egress.
+// Each import is audited, refused ones too.
 func (g *Guard) ImportSession(ctx context.Context, req api.ImportRequest, file io.Reader) (api.ImportResult, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -64,6 +69,19 @@ func (g *Guard) ImportSession(ctx context.Context, req api.ImportRequest, file i
 		e.Detail = fmt.Sprintf("conversation=%s files=%d decisions=%d backend=%s", orDash(res.Conversation), res.Files, res.Decisions, orDash(s.Backend))
 		if s.Workspace != "" {
 			e.Detail += " workspace=" + s.Workspace
+		}
+		if s.ID != "" {
+			e.Detail += fmt.Sprintf(" credential_mode=%s egress=%s", orDash(string(s.CredentialMode)), orDash(s.Egress))
+		}
+		var kept []string
+		for flag, on := range map[string]bool{"egress": req.KeepEgress, "credential_mode": req.KeepCredentialMode, "limits": req.KeepLimits} {
+			if on {
+				kept = append(kept, flag)
+			}
+		}
+		if len(kept) > 0 {
+			sort.Strings(kept)
+			e.Detail += " kept=" + strings.Join(kept, ",")
 		}
 	})
 	if err != nil {

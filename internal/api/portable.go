@@ -18,6 +18,7 @@ import (
 //
 //	GET  /v1/sessions/{ref}/export   a session file (application/gzip)
 //	POST /v1/sessions/import?name=N&backend=B&workspace=W&no_start=1
+//	     &keep_egress=1&keep_credential_mode=1&keep_limits=1&source=FILE
 //	                                 body: a session file; ImportResult
 //
 // that moves a session, its conversation and history, to another Runner
@@ -44,6 +45,18 @@ type ImportRequest struct {
 	Workspace string `json:"workspace,omitempty"`
 	// NoStart makes the session and its volume without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
+	// An import never weakens anything of its own accord: what the file
+	// asks for beyond the importing Runner's defaults is taken only when
+	// the importer says so. KeepEgress takes the file's egress posture,
+	// allow rules, ask mode, policies and approvals (recorded as
+	// imported); KeepCredentialMode its credential mode direct; KeepLimits
+	// its limits and budgets where they are looser than the defaults.
+	KeepEgress         bool `json:"keep_egress,omitempty"`
+	KeepCredentialMode bool `json:"keep_credential_mode,omitempty"`
+	KeepLimits         bool `json:"keep_limits,omitempty"`
+	// Source names the file (its base name), for the record of the
+	// approvals an import carries over.
+	Source string `json:"source,omitempty"`
 }
 
 // ImportResult is the session an import made.
@@ -57,6 +70,11 @@ type ImportResult struct {
 	Decisions int `json:"decisions"`
 	// Notes say what the import left out or changed, in words.
 	Notes []string `json:"notes,omitempty"`
+	// Adopted lists every setting taken from the file, in words; Declined
+	// each one it asked for and the import did not take (it would have
+	// weakened the session), with the flag that takes it.
+	Adopted  []string `json:"adopted,omitempty"`
+	Declined []string `json:"declined,omitempty"`
 }
 
 // maxImportBody bounds an import's body; portable.Read's own cap on the
@@ -81,12 +99,15 @@ func portableRoutes(mux *http.ServeMux, b Backend) {
 	})
 	mux.HandleFunc("POST /v1/sessions/import", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		req := ImportRequest{Name: q.Get("name"), Backend: q.Get("backend"), Workspace: q.Get("workspace")}
-		if v := q.Get("no_start"); v != "" {
-			var err error
-			if req.NoStart, err = strconv.ParseBool(v); err != nil {
-				writeErr(w, fmt.Errorf("no_start=%q is not true or false: %w", v, errdefs.ErrInvalid))
-				return
+		req := ImportRequest{Name: q.Get("name"), Backend: q.Get("backend"), Workspace: q.Get("workspace"), Source: q.Get("source")}
+		for key, b := range map[string]*bool{"no_start": &req.NoStart, "keep_egress": &req.KeepEgress,
+			"keep_credential_mode": &req.KeepCredentialMode, "keep_limits": &req.KeepLimits} {
+			if v := q.Get(key); v != "" {
+				var err error
+				if *b, err = strconv.ParseBool(v); err != nil {
+					writeErr(w, fmt.Errorf("%s=%q is not true or false: %w", key, v, errdefs.ErrInvalid))
+					return
+				}
 			}
 		}
 		res, err := p.ImportSession(r.Context(), req, http.MaxBytesReader(w, r.Body, maxImportBody))
@@ -133,8 +154,14 @@ func (c *Client) ImportSession(ctx context.Context, req ImportRequest, file io.R
 	if req.Workspace != "" {
 		q.Set("workspace", req.Workspace)
 	}
-	if req.NoStart {
-		q.Set("no_start", "1")
+	for key, b := range map[string]bool{"no_start": req.NoStart, "keep_egress": req.KeepEgress,
+		"keep_credential_mode": req.KeepCredentialMode, "keep_limits": req.KeepLimits} {
+		if b {
+			q.Set(key, "1")
+		}
+	}
+	if req.Source != "" {
+		q.Set("source", req.Source)
 	}
 	u := "http://paddock/v1/sessions/import"
 	if len(q) > 0 {

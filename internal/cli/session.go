@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/atomicfile"
@@ -89,16 +90,35 @@ stopped again. Needs the operator role on the session (or its owner). What was l
 
 func sessionImportCmd(g *globals, o IO) *cobra.Command {
 	var req api.ImportRequest
+	var trust bool
 	cmd := &cobra.Command{
-		Use:   "import FILE [--name N] [--backend B]",
+		Use:   "import FILE [--name N] [--backend B] [--keep-egress] [--keep-credential-mode] [--keep-limits]",
 		Short: "Make a session of a session file (- for stdin) and resume its conversation",
-		Long: `Make a new session, yours, of a file paddock session export wrote: its settings, Claude
-Code's state and decision log come in, and claude starts with --resume of its conversation
-(unless --no-start). The file is checked whole first: a damaged or altered one is refused,
+		Long: `Make a new session, yours, of a file paddock session export wrote: Claude Code's state and
+its decision log come in, and claude starts with --resume of its conversation (unless
+--no-start). The file is checked first, as it streams in: a damaged or altered one is refused,
 and nothing is made. The file carries no workspace: give --workspace for one. Then: paddock
-attach NAME.`,
+attach NAME.
+
+A file is what someone handed you, and it may ask for anything: the import never takes a
+setting that would weaken the session unless you say so. By default the session is proxy
+mode, offline, with no allow rules, ask mode, policies or approvals of the file, and limits
+no looser than this Runner's defaults; model, effort, restart policy and deny rules come from
+the file. Every setting taken from the file is listed on stderr, and every one not taken with
+the flag that takes it:
+
+  --keep-egress           the file's egress posture (anthropic, allowlist), allow rules, ask
+                          mode, policies and approvals; approvals are recorded as "imported
+                          from FILE (approver said X)", never as the approver the file names
+  --keep-credential-mode  the file's credential mode direct: your own credential goes into the
+                          box, past the credential proxy and every limit and budget
+  --keep-limits           the file's limits and budgets where looser than this Runner's
+  --trust-settings        all three`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if trust {
+				req.KeepEgress, req.KeepCredentialMode, req.KeepLimits = true, true, true
+			}
 			if req.Workspace != "" {
 				abs, err := absDir(req.Workspace)
 				if err != nil {
@@ -106,33 +126,26 @@ attach NAME.`,
 				}
 				req.Workspace = abs
 			}
-			var r io.Reader = o.Stdin
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return usageError{fmt.Errorf("open the session file: %w", err)}
-				}
-				defer f.Close()
-				r = f
-			}
-			max := portable.DefaultLimits.MaxCompressed
-			file, err := io.ReadAll(io.LimitReader(r, max+1))
+			body, err := openSessionFile(args[0], o.Stdin)
 			if err != nil {
-				return fmt.Errorf("read the session file: %w", err)
-			}
-			if int64(len(file)) > max {
-				return fmt.Errorf("%s is larger than the %d MiB a session file may have; nothing was imported: %w", args[0], max>>20, errdefs.ErrInvalid)
-			}
-			// Checked here first, for its errors before the Runner is asked;
-			// the Runner checks it again.
-			if _, _, err := portable.Read(bytes.NewReader(file), portable.Limits{}); err != nil {
 				return err
+			}
+			defer body.Close()
+			req.Source = "stdin"
+			if args[0] != "-" {
+				req.Source = filepath.Base(args[0])
 			}
 			c, err := g.client(o)
 			if err != nil {
 				return err
 			}
-			res, err := c.ImportSession(cmd.Context(), req, bytes.NewReader(file))
+			res, err := c.ImportSession(cmd.Context(), req, body)
+			for _, a := range res.Adopted {
+				fmt.Fprintf(o.Stderr, "import: adopted from the file: %s\n", a)
+			}
+			for _, d := range res.Declined {
+				fmt.Fprintf(o.Stderr, "import: not adopted: %s\n", d)
+			}
 			if err != nil {
 				return err
 			}
@@ -155,7 +168,50 @@ attach NAME.`,
 	f.StringVar(&req.Backend, "backend", "", "local, docker or kubernetes (default from config: sessions.backend)")
 	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace (the file carries none)")
 	f.BoolVar(&req.NoStart, "no-start", false, "make the session and its volume without starting claude")
+	f.BoolVar(&req.KeepEgress, "keep-egress", false, "take the file's egress posture, allow rules, ask mode, policies and approvals (recorded as imported)")
+	f.BoolVar(&req.KeepCredentialMode, "keep-credential-mode", false, "take the file's credential mode direct (your credential in the box, past every budget)")
+	f.BoolVar(&req.KeepLimits, "keep-limits", false, "take the file's limits and budgets where looser than this Runner's defaults")
+	f.BoolVar(&trust, "trust-settings", false, "take every setting of the file: --keep-egress --keep-credential-mode --keep-limits")
 	return cmd
+}
+
+// openSessionFile opens the session file to import (- for stdin) and
+// checks it as it streams (portable.Check), for its errors before the
+// Runner is asked; the Runner checks it again. A file is then read again
+// from its start, streamed to the Runner; stdin, which cannot be, is
+// held compressed (at most portable.DefaultLimits.MaxCompressed).
+func openSessionFile(name string, stdin io.Reader) (io.ReadCloser, error) {
+	max := portable.DefaultLimits.MaxCompressed
+	if name == "-" {
+		file, err := io.ReadAll(io.LimitReader(stdin, max+1))
+		if err != nil {
+			return nil, fmt.Errorf("read the session file: %w", err)
+		}
+		if int64(len(file)) > max {
+			return nil, fmt.Errorf("stdin has more than the %d MiB a session file may have; nothing was imported: %w", max>>20, errdefs.ErrInvalid)
+		}
+		if _, err := portable.Check(bytes.NewReader(file), portable.Limits{}); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(file)), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("open the session file: %w", err)}
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > max {
+		f.Close()
+		return nil, fmt.Errorf("%s is larger than the %d MiB a session file may have; nothing was imported: %w", name, max>>20, errdefs.ErrInvalid)
+	}
+	if _, err := portable.Check(f, portable.Limits{}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil { // a pipe or FIFO: read it once more is not possible
+		f.Close()
+		return nil, usageError{fmt.Errorf("read the session file again after checking it (%v): give a regular file, or - with the file on stdin", err)}
+	}
+	return f, nil
 }
 
 func orNone(s string) string {

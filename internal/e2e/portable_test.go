@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/internal/cli"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fakeapi"
+	"github.com/paddockhq/paddock/internal/portable"
 	"github.com/paddockhq/paddock/internal/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/testenv"
@@ -199,6 +200,79 @@ func TestPortableHostileImport(t *testing.T) {
 	}
 	if after := list(); after != before {
 		t.Fatalf("the state directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestPortableImportNeverWeakens (issue 31 item 4): through the CLI, a
+// file someone hands you that asks for direct mode with the anthropic
+// posture, or for an allowlist with approvals "by root (admin)", makes a
+// proxy-mode, offline session without them, and the import lists on
+// stderr what it took and what it did not, with the flag that takes it.
+// With --trust-settings the allowlist is taken and said, its approval
+// recorded as imported from the file; the audit names the flags.
+func TestPortableImportNeverWeakens(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	handed := func(name string, st portable.Settings) string {
+		const id = "0b6c1a52-3f0e-4d6b-9a51-2f1d7c3e4a10"
+		var buf bytes.Buffer
+		if err := portable.Write(&buf, &portable.Archive{Manifest: portable.Manifest{Conversation: id}, Settings: st,
+			Files: []portable.File{{Path: "projects/-workspace/" + id + ".jsonl", Data: []byte(`{"type":"user","message":{"role":"user","content":"hi"}}` + "\n")}}}); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inspect := func(name string) session.Session {
+		var s session.Session
+		if err := json.Unmarshal([]byte(e.pd("inspect", name)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	imp := func(args ...string) string {
+		t.Helper()
+		out, errs, code := e.pdRun(append([]string{"session", "import", "--no-start", "--backend", "local"}, args...)...)
+		if code != 0 {
+			t.Fatalf("import %q: exit %d\n%s%s", args, code, out, errs)
+		}
+		return errs
+	}
+	direct := handed("direct.paddock", portable.Settings{Name: "direct", CredentialMode: session.ModeDirect, Egress: session.EgressAnthropic})
+	open := handed("open.paddock", portable.Settings{Name: "open", Egress: session.EgressAllowlist, EgressAllow: []string{"evil.example"},
+		EgressApproved: []session.Approval{{Rule: "exfil.example:443", By: "root (admin)", At: time.Now()}}})
+
+	errs := imp(direct)
+	if s := inspect("direct"); s.CredentialMode != session.ModeProxy || s.Egress != session.EgressOffline {
+		t.Fatalf("a file asking for direct + anthropic made mode %s, egress %s\n%s", s.CredentialMode, s.Egress, errs)
+	}
+	for _, want := range []string{"import: not adopted: credential mode direct", "--keep-credential-mode", "import: not adopted: egress anthropic", "--keep-egress"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("the import did not say %q:\n%s", want, errs)
+		}
+	}
+	errs = imp(open)
+	if s := inspect("open"); s.Egress != session.EgressOffline || len(s.EgressAllow) != 0 || len(s.EgressApproved) != 0 {
+		t.Fatalf("a file asking for an allowlist made %+v\n%s", s, errs)
+	}
+	if !strings.Contains(errs, "import: not adopted: approvals exfil.example:443 (the file says by root (admin))") ||
+		!strings.Contains(errs, "import: adopted from the file: name open") {
+		t.Errorf("the import said:\n%s", errs)
+	}
+	errs = imp(open, "--name", "trusted", "--trust-settings")
+	s := inspect("trusted")
+	want := "imported from open.paddock (approver said root (admin))"
+	if s.Egress != session.EgressAllowlist || strings.Join(s.EgressAllow, ",") != "evil.example" || len(s.EgressApproved) != 1 || s.EgressApproved[0].By != want {
+		t.Fatalf("with --trust-settings: %+v\n%s", s, errs)
+	}
+	if !strings.Contains(errs, "import: adopted from the file: egress allowlist, with --keep-egress") || !strings.Contains(errs, want) || strings.Contains(errs, "not adopted") {
+		t.Errorf("with --trust-settings the import said:\n%s", errs)
+	}
+	if a := e.pd("audit"); !strings.Contains(a, "kept=credential_mode,egress,limits") {
+		t.Errorf("the audit does not name the flags:\n%s", a)
 	}
 }
 

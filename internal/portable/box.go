@@ -71,25 +71,34 @@ func ReadBoxTar(r io.Reader, lim Limits) ([]File, []string, error) {
 // what goes into a box is what a session file may carry.
 func BoxTar(files []File) ([]byte, error) {
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	if err := WriteBoxTar(&buf, files); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteBoxTar is BoxTar writing to w as it goes, so that the stream is
+// never whole in memory beside the files; every path is checked before
+// the first byte is written.
+func WriteBoxTar(w io.Writer, files []File) error {
 	for _, f := range files {
 		if err := CheckClaudePath(f.Path); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	tw := tar.NewWriter(w)
+	for _, f := range files {
 		mt := f.ModTime
 		if mt.IsZero() {
 			mt = time.Now()
 		}
 		h := &tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: 0o600, Size: int64(len(f.Data)), ModTime: mt, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := tw.Write(f.Data); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }

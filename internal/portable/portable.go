@@ -17,7 +17,10 @@
 //	                  .claude.json, the setup that came with the session
 //
 // Read is a parser of untrusted bytes. It holds at most Limits of data in
-// memory, reads nothing it does not check, and returns an error for
+// memory, checks each entry as it streams in (refusing a file at the
+// first byte that breaks a rule: a line too long, more lines or decision
+// log entries than Limits allow, a line that is not JSON), reads nothing
+// it does not check, and returns an error for
 // anything out of rule: a path that is not clean and relative, or names
 // what the format does not carry; a symlink, hard link, device, directory
 // or any other entry type; an entry twice, over its cap or missing; a
@@ -71,10 +74,20 @@ type Limits struct {
 	MaxEntries int
 	// MaxCompressed is the most bytes of the gzip stream read.
 	MaxCompressed int64
+	// MaxLine is the most bytes of one line of a JSON lines entry (a
+	// transcript, the prompt history, the decision log).
+	MaxLine int64
+	// MaxLines is the most lines, blank ones aside, of all the JSON lines
+	// files of Claude Code's state together.
+	MaxLines int
+	// MaxDecisions is the most entries of the decision log: each is
+	// decoded, and an entry takes more memory than its line.
+	MaxDecisions int
 }
 
 // DefaultLimits are the caps of an export and an import.
-var DefaultLimits = Limits{MaxEntry: 64 << 20, MaxTotal: 128 << 20, MaxEntries: 20000, MaxCompressed: 160 << 20}
+var DefaultLimits = Limits{MaxEntry: 64 << 20, MaxTotal: 128 << 20, MaxEntries: 20000, MaxCompressed: 160 << 20,
+	MaxLine: 16 << 20, MaxLines: 1000000, MaxDecisions: 250000}
 
 // maxManifest bounds manifest.json (20000 entries of a path and a hash fit).
 const maxManifest = 8 << 20

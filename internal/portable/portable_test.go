@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -365,6 +366,12 @@ func TestWriteRefusesWhatReadWould(t *testing.T) {
 			a.Files = append(a.Files, File{Path: "CLAUDE.md", Data: make([]byte, DefaultLimits.MaxEntry+1)})
 		},
 		"file where dir is": func(a *Archive) { a.Files = append(a.Files, File{Path: "projects", Data: []byte("x")}) },
+		"too long a line": func(a *Archive) {
+			a.Files = append(a.Files, File{Path: "projects/p/long.jsonl", Data: bytes.Repeat([]byte("1"), int(DefaultLimits.MaxLine)+1)})
+		},
+		"too many lines": func(a *Archive) {
+			a.Files = append(a.Files, File{Path: "projects/p/many.jsonl", Data: bytes.Repeat([]byte("{}\n"), DefaultLimits.MaxLines)})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := sample()
@@ -493,5 +500,115 @@ func mustWrite(t *testing.T, p string, b []byte) {
 	}
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// bomb is a session file whose entries names hold line n times each:
+// made a chunk at a time, so its data is never whole in memory, and the
+// file is small (gzip of a line repeated).
+func bomb(t testing.TB, names []string, line []byte, n int) []byte {
+	t.Helper()
+	chunk := bytes.Repeat(line, max(1, (1<<20)/len(line)))
+	per := len(chunk) / len(line)
+	each := func(f func([]byte)) {
+		for left := n; left > 0; left -= per {
+			f(chunk[:min(left, per)*len(line)])
+		}
+	}
+	sum := sha256.New()
+	each(func(b []byte) { sum.Write(b) })
+	size := int64(n) * int64(len(line))
+	m := Manifest{Format: Format, Version: Version, Conversation: conv, Entries: []ManifestEntry{
+		{Path: SettingsName, Size: int64(len(settingsJSON)), SHA256: sha(settingsJSON)}}}
+	for _, name := range names {
+		m.Entries = append(m.Entries, ManifestEntry{Path: name, Size: size, SHA256: hex.EncodeToString(sum.Sum(nil))})
+	}
+	mb, _ := json.Marshal(m)
+	var buf bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(gz)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{ManifestName, mb}, {SettingsName, settingsJSON}} {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o600, Size: int64(len(e.data)), Format: tar.FormatPAX})
+		tw.Write(e.data)
+	}
+	for _, name := range names {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o600, Size: size, Format: tar.FormatPAX})
+		each(func(b []byte) { tw.Write(b) })
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// allocated is how many bytes f allocated on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestReadStreamsAndIsBounded: a small file that unpacks to a flood
+// (127 MiB of "{}" lines in 126 KiB, as in issue 31) is refused while it
+// streams in, at the bound it breaks, having allocated a few MiB, not
+// what it unpacks to; so is a line over Limits.MaxLine and a decision
+// log of more entries than Limits.MaxDecisions. Check refuses the same
+// without keeping the entries. A file within the bounds still reads.
+func TestReadStreamsAndIsBounded(t *testing.T) {
+	tx := []string{ClaudePrefix + "projects/-workspace/" + conv + ".jsonl"}
+	// Two transcripts of 63.5 MiB each, within the caps on bytes.
+	flood := bomb(t, append(tx, ClaudePrefix+"projects/-workspace/"+conv+"/subagents/agent-a1.jsonl"), []byte("{}\n"), 127<<20/6)
+	if len(flood) > 1<<20 {
+		t.Fatalf("the flood is %d bytes compressed", len(flood))
+	}
+	for name, tc := range map[string]struct {
+		file  []byte
+		lim   Limits
+		want  string
+		bound uint64
+	}{
+		"a flood of lines":      {flood, Limits{}, "more than 1000000 lines in all", 24 << 20},
+		"a line too long":       {bomb(t, tx, []byte("[1,"), 8<<20/3), Limits{MaxLine: 1 << 20}, "line 1 is longer than 1048576 bytes", 8 << 20},
+		"too many decisions":    {bomb(t, []string{DecisionsName}, []byte("{}\n"), 2001), Limits{MaxDecisions: 2000}, "more than 2000 entries", 8 << 20},
+		"a bad line, then more": {bomb(t, tx, []byte("{}\nnot json\n"), 20<<20/12), Limits{}, "line 2 is not JSON", 8 << 20},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, keep := range []bool{true, false} {
+				var err error
+				n := allocated(func() {
+					if keep {
+						_, _, err = Read(bytes.NewReader(tc.file), tc.lim)
+					} else {
+						_, err = Check(bytes.NewReader(tc.file), tc.lim)
+					}
+				})
+				if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was imported") {
+					t.Fatalf("keep %v: %v, want %q", keep, err, tc.want)
+				}
+				t.Logf("keep %v: refused after allocating %d KiB", keep, n>>10)
+				if n > tc.bound {
+					t.Errorf("keep %v: refused after allocating %d MiB, more than %d MiB", keep, n>>20, tc.bound>>20)
+				}
+			}
+		})
+	}
+	// Within the bounds: read, and checked with no more than a chunk held.
+	ok := bomb(t, tx, []byte(`{"type":"user"}`+"\n"), 200000)
+	a, _, err := Read(bytes.NewReader(ok), Limits{})
+	if err != nil || len(a.Files) != 1 || len(a.Files[0].Data) != 200000*16 || cap(a.Files[0].Data) != len(a.Files[0].Data) {
+		t.Fatalf("a file within the bounds: %v", err)
+	}
+	if n := allocated(func() { _, err = Check(bytes.NewReader(ok), Limits{}) }); err != nil || n > 2<<20 {
+		t.Fatalf("Check of a file within the bounds: %v, %d KiB allocated", err, n>>10)
 	}
 }

@@ -22,16 +22,32 @@ import (
 
 // Read parses and checks a session file, holding at most lim of it in
 // memory (zero fields take DefaultLimits'). Every rule of the package doc
-// is checked before Read returns; on any error nothing of the file is
-// returned. What it takes out of the files that travel (sanitize: keys
-// that hold a credential, credential-shaped strings) is said in Notes.
+// is checked before Read returns, each entry's as it streams in: a file
+// that breaks one is refused at the first byte that does, not after it
+// was read whole. On any error nothing of the file is returned. What it
+// takes out of the files that travel (sanitize: keys that hold a
+// credential, credential-shaped strings) is said in Notes.
 func Read(r io.Reader, lim Limits) (*Archive, []string, error) {
 	lim = lim.withDefaults()
-	a, notes, err := read(r, lim)
+	a, notes, err := read(r, lim, true)
 	if err != nil {
 		return nil, nil, refuse(err)
 	}
 	return a, notes, nil
+}
+
+// Check checks a session file as Read does, every rule, without holding
+// its entries: only the manifest, the settings and each JSON document
+// while it is checked (at most Limits.MaxEntry), and one line of a JSON
+// lines entry (at most Limits.MaxLine). The Archive it returns has the
+// manifest and the settings, no files and no decisions.
+func Check(r io.Reader, lim Limits) (*Archive, error) {
+	lim = lim.withDefaults()
+	a, _, err := read(r, lim, false)
+	if err != nil {
+		return nil, refuse(err)
+	}
+	return a, nil
 }
 
 func (l Limits) withDefaults() Limits {
@@ -46,6 +62,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxCompressed <= 0 {
 		l.MaxCompressed = DefaultLimits.MaxCompressed
+	}
+	if l.MaxLine <= 0 {
+		l.MaxLine = DefaultLimits.MaxLine
+	}
+	if l.MaxLines <= 0 {
+		l.MaxLines = DefaultLimits.MaxLines
+	}
+	if l.MaxDecisions <= 0 {
+		l.MaxDecisions = DefaultLimits.MaxDecisions
 	}
 	return l
 }
@@ -75,7 +100,9 @@ func (c *capReader) Read(p []byte) (int, error) {
 // pads to 10 KiB records).
 const maxTrailer = 1 << 20
 
-func read(r io.Reader, lim Limits) (*Archive, []string, error) {
+// read is Read, and with keep false Check: the entries' data is then
+// checked and let go.
+func read(r io.Reader, lim Limits, keep bool) (*Archive, []string, error) {
 	cr := &capReader{r: r, n: lim.MaxCompressed}
 	br := bufio.NewReader(cr)
 	// Said plainly before gzip's reader says "cut short" of a short file
@@ -125,6 +152,8 @@ func read(r io.Reader, lim Limits) (*Archive, []string, error) {
 
 	a := &Archive{Manifest: m}
 	var notes []string
+	var t tally
+	buf := make([]byte, chunk)
 	for _, me := range m.Entries {
 		h, err := next(tr)
 		if errors.Is(err, io.EOF) {
@@ -139,28 +168,35 @@ func read(r io.Reader, lim Limits) (*Archive, []string, error) {
 		if h.Size != me.Size {
 			return nil, nil, bad("%s has %d bytes; its manifest says %d", clip(me.Path), h.Size, me.Size)
 		}
-		data, err := readData(tr, h)
-		if err != nil {
-			return nil, nil, err
+		// Checked as it streams in; kept only if it is to be used.
+		c := newEntryCheck(me.Path, h.Size, lim, &t, keep && me.Path != DecisionsName)
+		c.hash, c.decode = sha256.New(), keep
+		if err := copyEntry(c, tr, h.Size, buf); err != nil {
+			var re ruleError
+			switch {
+			case errors.As(err, &re):
+				return nil, nil, err
+			case errors.Is(err, errCut):
+				return nil, nil, bad("%s is cut short", clip(h.Name))
+			}
+			return nil, nil, compressedErr(err)
 		}
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != me.SHA256 {
+		if hex.EncodeToString(c.hash.Sum(nil)) != me.SHA256 {
 			return nil, nil, bad("%s does not match its SHA-256 in the manifest: the file was altered or damaged", clip(me.Path))
 		}
-		if err := checkEntry(me.Path, data); err != nil {
+		if err := c.Close(); err != nil {
 			return nil, nil, err
 		}
 		switch p := me.Path; {
 		case p == SettingsName:
-			if err := strict(data, &a.Settings); err != nil {
+			if err := strict(c.data, &a.Settings); err != nil {
 				return nil, nil, bad("%s: %v", SettingsName, err)
 			}
 		case p == DecisionsName:
-			if a.Decisions, err = decisions(data); err != nil {
-				return nil, nil, err
-			}
-		default:
+			a.Decisions = c.decisions
+		case keep:
 			rel := strings.TrimPrefix(p, ClaudePrefix)
-			data, ns := sanitize(rel, data)
+			data, ns := sanitize(rel, c.data)
 			notes = append(notes, ns...)
 			a.Files = append(a.Files, File{Path: rel, Data: data, ModTime: h.ModTime.UTC()})
 		}
@@ -356,37 +392,6 @@ func checkManifest(m *Manifest, lim Limits) error {
 		}
 	}
 	return nil
-}
-
-// checkEntry checks an entry's data by its kind.
-func checkEntry(name string, data []byte) error {
-	switch {
-	case name == SettingsName || name == DecisionsName:
-		return nil // decoded by their readers
-	case strings.HasPrefix(name, ClaudePrefix):
-		return checkContent(strings.TrimPrefix(name, ClaudePrefix), data)
-	}
-	return bad("entry %q is not one a session file has", clip(name))
-}
-
-// decisions decodes decisions.jsonl: every non-blank line one entry.
-func decisions(data []byte) ([]decisionlog.Entry, error) {
-	var out []decisionlog.Entry
-	n := 0
-	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-		n++
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var e decisionlog.Entry
-		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, bad("%s: line %d is not a decision log entry", DecisionsName, n)
-		}
-		e.Session = ""
-		decisionlog.Clamp(&e)
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // Bounds on the settings' lists and texts.

@@ -62,31 +62,11 @@ func CheckClaudePath(p string) error {
 	return nil
 }
 
-// checkContent checks a File's data by its kind: JSON lines for .jsonl,
-// a JSON object for .claude.json and settings.json, JSON for other .json.
+// checkContent checks a File's data by its kind: JSON lines for .jsonl
+// (each line within DefaultLimits.MaxLine), a JSON object for
+// .claude.json and settings.json, JSON for other .json.
 func checkContent(p string, data []byte) error {
-	switch {
-	case strings.HasSuffix(p, ".jsonl"):
-		n := 0
-		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
-			n++
-			if len(bytes.TrimSpace(line)) == 0 {
-				continue
-			}
-			if !json.Valid(line) {
-				return bad("%s: line %d is not JSON (a transcript is JSON lines)", clip(p), n)
-			}
-		}
-	case p == ".claude.json" || p == "settings.json":
-		if _, ok := decodeObject(data); !ok {
-			return bad("%s: not a JSON object", p)
-		}
-	case strings.HasSuffix(p, ".json"):
-		if !json.Valid(data) {
-			return bad("%s: not JSON", clip(p))
-		}
-	}
-	return nil
+	return checkData(ClaudePrefix+p, data, DefaultLimits, nil)
 }
 
 // credentialShaped finds what looks like a credential: a paddock session

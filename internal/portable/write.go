@@ -46,8 +46,9 @@ func Write(w io.Writer, a *Archive) error {
 	if err := checkSettings(&a.Settings); err != nil {
 		return err
 	}
+	var t tally
 	for _, e := range es {
-		if err := checkEntry(e.name, e.data); err != nil {
+		if err := checkData(e.name, e.data, DefaultLimits, &t); err != nil {
 			return err
 		}
 	}

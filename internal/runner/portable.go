@@ -1,20 +1,28 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/paddockhq/paddock/internal/activity"
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
+	"github.com/paddockhq/paddock/internal/limits"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/portable"
 	"github.com/paddockhq/paddock/internal/sandbox"
@@ -235,21 +243,53 @@ func streamFromBox(cl *channel.Client, timeout time.Duration, env []string, read
 }
 
 // writeBoxState writes files into the box's ~/.claude with the box's own
-// tar, as the box user: the stream is paddock's own (portable.BoxTar,
-// every path checked), and a new session's volume holds nothing of its
-// own yet for it to meet.
+// tar, as the box user: the stream is paddock's own (portable.WriteBoxTar,
+// every path checked), written to tar's stdin as it is made, and a new
+// session's volume holds nothing of its own yet for it to meet.
 func writeBoxState(cl *channel.Client, files []portable.File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	stream, err := portable.BoxTar(files)
-	if err != nil {
-		return err
-	}
-	out, code, err := runInLimits(cl, portableTimeout, 1<<20, boxEnv, stream, "sh", "-c",
-		`mkdir -p "$1" && cd "$1" && exec tar -x -f - --no-same-owner`, "sh", claudeDir)
-	if err != nil || code != 0 {
+	fail := func(code int, out string, err error) error {
 		return fmt.Errorf("write Claude Code's state into the box: exit %d: %s %v: %w", code, strings.TrimSpace(out), err, errdefs.ErrUnavailable)
+	}
+	var proc atomic.Pointer[channel.Process]
+	out := &cappedBuffer{max: 1 << 20, over: func() {
+		if p := proc.Load(); p != nil {
+			p.Abort()
+		}
+	}}
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", `mkdir -p "$1" && cd "$1" && exec tar -x -f - --no-same-owner`, "sh", claudeDir},
+		Env: boxEnv, Dir: sandbox.WorkspaceDir, Stdout: out, Stderr: out})
+	if err != nil {
+		return fail(-1, "", err)
+	}
+	proc.Store(p)
+	if out.exceeded.Load() { // before the Store: over found no process
+		p.Abort()
+	}
+	var timedOut atomic.Bool
+	t := time.AfterFunc(portableTimeout, func() { timedOut.Store(true); p.Abort() })
+	defer t.Stop()
+	bw := bufio.NewWriterSize(p, 64<<10)
+	err = portable.WriteBoxTar(bw, files)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		p.Abort()
+		<-p.Done()
+		return fail(-1, "", err)
+	}
+	_ = p.CloseStdin()
+	code, err := p.Wait()
+	switch {
+	case out.exceeded.Load():
+		return fail(code, "more than 1 MiB of output", err)
+	case timedOut.Load():
+		return fail(code, fmt.Sprintf("no end after %v", portableTimeout), err)
+	case err != nil || code != 0:
+		return fail(code, out.buf.String(), err)
 	}
 	return nil
 }
@@ -264,9 +304,20 @@ type seed struct {
 	// decisions and carried become the session's decision log (import).
 	decisions []decisionlog.Entry
 	carried   *decisionlog.Carry
-	// settings, if set, bring the record's history (import): the egress
-	// policies beyond the first, approvals, restarts.
-	settings *portable.Settings
+	// record, if set, is what the record takes of a file beyond what the
+	// create request says (import): what adopt took.
+	record *adoptedRecord
+}
+
+// adoptedRecord is what an import sets on the record after its create:
+// the egress policies beyond the first, the approvals carried over (as
+// imported), the limits (a "none" a create request cannot say), and the
+// file's history of restarts.
+type adoptedRecord struct {
+	policies []string
+	approved []session.Approval
+	limits   limits.Limits
+	restarts activity.Restarts
 }
 
 // createSeeded creates a session as CreateSession does, then seeds it
@@ -312,13 +363,16 @@ func (r *Runner) seedSession(ctx context.Context, id string, sd *seed, start boo
 	if err != nil {
 		return err
 	}
-	if st := sd.settings; st != nil {
-		// The record's history, checked as the start will check it.
-		if len(st.EgressPolicies) > 1 && s.Egress == session.EgressAllowlist {
-			s.EgressPolicies = append([]string(nil), st.EgressPolicies...)
+	if rec := sd.record; rec != nil {
+		// What adopt took, checked as the start will check it.
+		if len(rec.policies) > 1 && s.Egress == session.EgressAllowlist {
+			s.EgressPolicies = append([]string(nil), rec.policies...)
 		}
-		s.EgressApproved = append(s.EgressApproved, st.EgressApproved...)
-		s.Restarts = st.Restarts
+		if s.Egress == session.EgressAllowlist {
+			s.EgressApproved = append(s.EgressApproved, rec.approved...)
+		}
+		s.Limits = rec.limits
+		s.Restarts = rec.restarts
 		if s.Egress != session.EgressOffline {
 			sp, err := r.egressSpec(s)
 			if err == nil {
@@ -365,45 +419,319 @@ func (r *Runner) undoCreate(id string) {
 	}
 }
 
-// ImportSession implements api.Porter. The file is read and checked whole
-// (portable.Read) before anything is made; then the session is created
-// as run creates one, owned by the caller, with the file's settings
-// (req's name, backend and workspace where given), and seeded with the
-// file's Claude Code state, decision log and history; it resumes the
-// file's conversation.
+// ImportSession implements api.Porter. At most maxImports run at once,
+// maxImportsPerPerson of one person's; one more is refused, busy, before
+// a byte of its file is read. The file is read and checked whole
+// (portable.Read, each entry as it streams in) before anything is made;
+// then the session is created as run creates one, owned by the caller,
+// with what adopt takes of the file's settings (req's name, backend and
+// workspace where given), and seeded with the file's Claude Code state,
+// decision log and history; it resumes the file's conversation.
 func (r *Runner) ImportSession(ctx context.Context, req api.ImportRequest, file io.Reader) (api.ImportResult, error) {
+	release, err := r.admitImport(r.caller(ctx))
+	if err != nil {
+		return api.ImportResult{}, err
+	}
+	defer release()
 	a, notes, err := portable.Read(file, portable.Limits{})
 	if err != nil {
 		return api.ImportResult{}, err
 	}
-	st := a.Settings
-	name := req.Name
-	if name == "" {
-		name = st.Name
-	}
-	for _, p := range st.EgressPolicies {
-		if _, ok := r.opts.Config.Egress.Policies[p]; !ok {
-			return api.ImportResult{}, fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
-		}
-	}
-	cr := api.CreateRequest{Name: name, Backend: req.Backend, Workspace: req.Workspace, NoStart: req.NoStart,
-		Egress: st.Egress, Allow: st.EgressAllow, Deny: st.EgressDeny, Ask: st.EgressAsk,
-		Model: st.Model, Effort: st.Effort, CredentialMode: string(st.CredentialMode), Restart: string(st.Restart),
-		RPM: st.Limits.RPM, MaxStreams: st.Limits.Concurrent, TokenBudget: st.Limits.TokenBudget, BudgetUSD: st.Limits.BudgetUSD}
-	if len(st.EgressPolicies) > 0 {
-		cr.EgressPolicy = st.EgressPolicies[0]
+	ad, err := r.adopt(a.Settings, req, time.Now().UTC())
+	if err != nil {
+		return api.ImportResult{Adopted: ad.adopted, Declined: ad.declined}, err
 	}
 	if v := a.Manifest.ClaudeVersion; v != "" && v != claudecode.PinnedVersion {
 		notes = append(notes, fmt.Sprintf("the session ran Claude Code %s; it resumes with this Runner's %s", v, claudecode.PinnedVersion))
 	}
-	sd := &seed{conversation: a.Manifest.Conversation, files: a.Files, decisions: a.Decisions, carried: st.Carried, settings: &st}
-	s, err := r.createSeeded(ctx, cr, sd)
-	res := api.ImportResult{Session: s, Conversation: a.Manifest.Conversation, Files: len(a.Files), Decisions: len(a.Decisions), Notes: notes}
+	sd := &seed{conversation: a.Manifest.Conversation, files: a.Files, decisions: a.Decisions, carried: a.Settings.Carried, record: &ad.record}
+	a.Files, a.Decisions = nil, nil // the seed holds them, and lets go of them once written
+	s, err := r.createSeeded(ctx, ad.create, sd)
+	res := api.ImportResult{Session: s, Conversation: a.Manifest.Conversation, Files: len(sd.files), Decisions: len(sd.decisions), Notes: notes,
+		Adopted: ad.adopted, Declined: ad.declined}
 	if err != nil {
 		return res, err
 	}
-	r.log.Info("session imported", logkey.Session, s.ID, "files", len(a.Files), "decisions", len(a.Decisions))
+	r.log.Info("session imported", logkey.Session, s.ID, "files", res.Files, "decisions", res.Decisions,
+		"keep_egress", req.KeepEgress, "keep_credential_mode", req.KeepCredentialMode, "keep_limits", req.KeepLimits)
 	return res, nil
+}
+
+// How many imports run at once: each holds its file's entries while it
+// checks them and until they are in the new box (at most
+// portable.DefaultLimits: 128 MiB of data, 250000 decoded decision log
+// entries), so they are bounded per person and in all.
+var (
+	maxImports          = 4
+	maxImportsPerPerson = 2
+)
+
+// importGate counts a Runner's imports under way, in all and by person.
+type importGate struct {
+	mu  sync.Mutex
+	all int
+	per map[uint32]int
+}
+
+// importGates holds each Runner's importGate.
+var importGates sync.Map // *Runner → *importGate
+
+// admitImport counts one more import of p's, or refuses it, busy
+// (ErrLimit), when p or the Runner has as many under way as they may.
+// release ends it.
+func (r *Runner) admitImport(p session.Person) (release func(), err error) {
+	v, _ := importGates.LoadOrStore(r, &importGate{per: map[uint32]int{}})
+	g := v.(*importGate)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.per[p.UID] >= maxImportsPerPerson:
+		return nil, fmt.Errorf("busy: you have %d imports under way, the most one person may run at once; nothing was imported: try again when one of them ends: %w", g.per[p.UID], errdefs.ErrLimit)
+	case g.all >= maxImports:
+		return nil, fmt.Errorf("busy: this Runner has %d imports under way, the most it runs at once; nothing was imported: try again in a moment: %w", g.all, errdefs.ErrLimit)
+	}
+	g.all++
+	g.per[p.UID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.all--
+			if g.per[p.UID]--; g.per[p.UID] <= 0 {
+				delete(g.per, p.UID)
+			}
+		})
+	}, nil
+}
+
+// adoption is what an import takes of a file's settings.
+type adoption struct {
+	create api.CreateRequest
+	record adoptedRecord
+	// adopted and declined say, in words, each setting taken from the
+	// file, and each one it asked for that was not (with the flag that
+	// takes it).
+	adopted, declined []string
+}
+
+// importEgress is the egress posture an import starts from: a create's
+// default. A file's posture is taken only if it is no wider, or with
+// KeepEgress.
+const importEgress = session.EgressOffline
+
+// egressWidth orders postures by what they let a box reach.
+func egressWidth(posture string) int {
+	switch posture {
+	case "", session.EgressOffline:
+		return 0
+	case session.EgressAnthropic:
+		return 1
+	}
+	return 2
+}
+
+// adopt decides what an import takes of a file's settings, never more
+// than this Runner's defaults give unless req says so: a file is what
+// someone handed the importer, and it may ask for anything.
+//
+//   - credential mode direct (the importer's own credential in the box,
+//     past the credential proxy and every budget): only with
+//     KeepCredentialMode; else proxy;
+//   - an egress posture wider than importEgress, allow rules, ask mode,
+//     attached policies and approvals: only with KeepEgress; approvals
+//     are then recorded as imported from the file, the approver the file
+//     names quoted as what the file said, never as who approved;
+//   - a limit or budget looser than the Runner's default (none where it
+//     has one, or a larger one): only with KeepLimits;
+//   - the rest (name, model, effort, restart policy, deny rules, limits
+//     no looser than the defaults, the restarts' history) always.
+//
+// Every setting taken is said in adopted, every one not in declined.
+func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Time) (adoption, error) {
+	var ad adoption
+	take := func(format string, a ...any) { ad.adopted = append(ad.adopted, fmt.Sprintf(format, a...)) }
+	decline := func(format string, a ...any) { ad.declined = append(ad.declined, fmt.Sprintf(format, a...)) }
+	cr := api.CreateRequest{Name: req.Name, Backend: req.Backend, Workspace: req.Workspace, NoStart: req.NoStart,
+		Model: st.Model, Effort: st.Effort, Restart: string(st.Restart)}
+	if cr.Name == "" {
+		cr.Name = st.Name
+		if st.Name != "" {
+			take("name %s", st.Name)
+		}
+	}
+	if st.Model != "" {
+		take("model %s", st.Model)
+	}
+	if st.Effort != "" {
+		take("effort %s", st.Effort)
+	}
+	if st.Restart != "" {
+		take("restart policy %s", st.Restart)
+	}
+	switch {
+	case st.CredentialMode != session.ModeDirect:
+		take("credential mode proxy")
+	case req.KeepCredentialMode:
+		cr.CredentialMode = string(session.ModeDirect)
+		take("credential mode direct, with --keep-credential-mode: your own credential goes into the box, past the credential proxy and every limit and budget")
+	default:
+		decline("credential mode direct (your own credential in the box, past the credential proxy and every limit and budget): the session is proxy mode; --keep-credential-mode takes it")
+	}
+
+	posture := st.Egress
+	if posture == "" {
+		posture = session.EgressOffline
+	}
+	switch {
+	case egressWidth(posture) <= egressWidth(importEgress):
+		cr.Egress = posture
+		take("egress %s", posture)
+	case req.KeepEgress:
+		cr.Egress = posture
+		take("egress %s, with --keep-egress", posture)
+	default:
+		cr.Egress = importEgress
+		decline("egress %s: the session is %s; --keep-egress takes it", posture, importEgress)
+	}
+	var claimed []string
+	var approved []session.Approval
+	for _, a := range st.EgressApproved {
+		if !a.Until.IsZero() && !now.Before(a.Until) {
+			continue // expired: nothing to carry
+		}
+		claimed = append(claimed, printable(a.Rule, 256)+" (the file says by "+printable(a.By, 64)+")")
+		approved = append(approved, session.Approval{Rule: a.Rule, Until: a.Until, At: now, By: importedBy(req.Source, a.By)})
+	}
+	keepRules := req.KeepEgress && cr.Egress == session.EgressAllowlist
+	for _, ru := range []struct {
+		what  string // with the items after it
+		items []string
+		apply func()
+	}{
+		{"allow rules ", st.EgressAllow, func() { cr.Allow = st.EgressAllow }},
+		{"egress policies ", st.EgressPolicies, func() { cr.EgressPolicy = st.EgressPolicies[0]; ad.record.policies = st.EgressPolicies }},
+		{"ask mode", boolItem(st.EgressAsk), func() { cr.Ask = true }},
+		{"approvals ", claimed, func() { ad.record.approved = approved }},
+	} {
+		what := ru.what + strings.Join(ru.items, ", ")
+		switch {
+		case len(ru.items) == 0:
+		case keepRules:
+			ru.apply()
+			if ru.what != "approvals " { // approvals: said one by one below
+				take("%s, with --keep-egress", what)
+			}
+		case req.KeepEgress:
+			decline("%s: egress %s has none", what, cr.Egress)
+		default:
+			decline("%s: not taken; --keep-egress takes it, with the file's egress allowlist", what)
+		}
+	}
+	if keepRules {
+		for _, a := range approved {
+			take("approval of %s, with --keep-egress, recorded as by %q", printable(a.Rule, 256), a.By)
+		}
+	}
+	if cr.EgressPolicy != "" {
+		for _, p := range st.EgressPolicies {
+			if _, ok := r.opts.Config.Egress.Policies[p]; !ok {
+				return ad, fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
+			}
+		}
+	}
+	if len(st.EgressDeny) > 0 { // deny rules only narrow
+		cr.Deny = st.EgressDeny
+		take("deny rules: %s", strings.Join(st.EgressDeny, ", "))
+	}
+
+	def := r.opts.Config.Sessions
+	lim := limits.Limits{RPM: def.RPM, Concurrent: def.MaxStreams, TokenBudget: def.TokenBudget, BudgetUSD: def.BudgetUSD}
+	for _, f := range []struct {
+		what        string
+		file, deflt float64
+		set         func(float64)
+		show        func(float64) string
+	}{
+		{"rpm limit", float64(st.Limits.RPM), float64(def.RPM), func(v float64) { lim.RPM = int(v) }, plainLimit},
+		{"max streams", float64(st.Limits.Concurrent), float64(def.MaxStreams), func(v float64) { lim.Concurrent = int(v) }, plainLimit},
+		{"token budget", float64(st.Limits.TokenBudget), float64(def.TokenBudget), func(v float64) { lim.TokenBudget = int64(v) }, plainLimit},
+		{"budget", st.Limits.BudgetUSD, def.BudgetUSD, func(v float64) { lim.BudgetUSD = v }, dollarLimit},
+	} {
+		switch {
+		case f.file == f.deflt:
+			if f.file != 0 {
+				take("%s %s", f.what, f.show(f.file))
+			}
+		case f.file != 0 && (f.deflt == 0 || f.file < f.deflt): // no looser
+			f.set(f.file)
+			take("%s %s", f.what, f.show(f.file))
+		case req.KeepLimits:
+			f.set(f.file)
+			take("%s %s, with --keep-limits (this Runner's default is %s)", f.what, f.show(f.file), f.show(f.deflt))
+		default:
+			decline("%s %s: looser than this Runner's %s, which the session has; --keep-limits takes it", f.what, f.show(f.file), f.show(f.deflt))
+		}
+	}
+	// The create checks them as it checks run's; the record takes them
+	// all after, "none" too.
+	cr.RPM, cr.MaxStreams, cr.TokenBudget, cr.BudgetUSD = lim.RPM, lim.Concurrent, lim.TokenBudget, lim.BudgetUSD
+	ad.record.limits = lim
+	ad.record.restarts = st.Restarts
+	ad.create = cr
+	return ad, nil
+}
+
+// boolItem is one item, empty, for true: a setting without a value.
+func boolItem(b bool) []string {
+	if b {
+		return []string{""}
+	}
+	return nil
+}
+
+func plainLimit(v float64) string {
+	if v == 0 {
+		return "none"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func dollarLimit(v float64) string {
+	if v == 0 {
+		return "none"
+	}
+	return "$" + strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// importedBy is who an approval carried over by an import is recorded
+// as approved by: the file it came from, and the approver it names only
+// as what the file said.
+func importedBy(source, claimed string) string {
+	src := printable(path.Base(source), 64)
+	if source == "" || src == "." || src == "/" {
+		src = "a session file"
+	}
+	return "imported from " + src + " (approver said " + printable(claimed, 64) + ")"
+}
+
+// printable is s with what a terminal would act on (control characters,
+// invalid UTF-8) as '?', at most n runes.
+func printable(s string, n int) string {
+	var b strings.Builder
+	k := 0
+	for _, c := range s {
+		if k == n {
+			b.WriteString("…")
+			break
+		}
+		if c == utf8.RuneError || !unicode.IsPrint(c) {
+			c = '?'
+		}
+		b.WriteRune(c)
+		k++
+	}
+	return b.String()
 }
 
 // createResumed is CreateSession for a request that brings a host
