@@ -7,11 +7,28 @@
 // `paddock web` asks the Runner, over its socket, for a URL with a one-time
 // login token bound to the calling user (NewLogin: good once, for
 // LoginTTL; only its hash is kept, and it is never printed by the Runner
-// nor written to a file); opening it sets an HttpOnly, SameSite=Strict
-// cookie good for CookieTTL, until POST /logout. The cookie is that user's:
-// every request through it is made as them (people.With), checked afresh
-// (a user taken out of the Runner's group is refused at once), and the
-// Backend (the access Guard) shows and allows only what their roles do. Requests that change anything must also carry
+// nor written to a file). Opening it makes a login of two halves, bound
+// together, good for CookieTTL, until POST /logout:
+//
+//   - an HttpOnly, SameSite=Strict cookie, and
+//   - the page's key, in the login's answer only (the page itself, with the
+//     key in a meta tag), which the page keeps in its origin's
+//     localStorage and sends on every API request (KeyHeader) and every
+//     terminal socket (a Sec-WebSocket-Protocol entry, see keyProtocol).
+//
+// The cookie alone is nothing: cookies are not scoped by port, so the
+// browser sends this one to every page on 127.0.0.1, whatever its port,
+// and any local user who runs one can replay it with any header and any
+// Origin. The key is held by this page's origin alone (scheme, host and
+// port: another port can neither read this origin's storage nor its
+// answers), and is checked, in constant time, against the one issued with
+// that very cookie. Only the static files (the same public bytes for
+// everyone, no data) are served for the cookie alone.
+//
+// A login is that user's: every request through it is made as them
+// (people.With), checked afresh (a user taken out of the Runner's group is
+// refused at once), and the Backend (the access Guard) shows and allows
+// only what their roles do. Requests that change anything must also carry
 // X-Paddock: 1 (a header no cross-site form can send), and WebSocket
 // upgrades must come from the page's own origin, checked before the
 // terminal is joined. CheckHost, around the whole site, refuses a Host
@@ -22,11 +39,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -65,6 +84,28 @@ type Backend interface {
 // CookieName is the login cookie.
 const CookieName = "paddock_web"
 
+// KeyHeader carries the page's key, the login's other half, on every API
+// request; the cookie without it is refused with 401.
+const KeyHeader = "X-Paddock-Key"
+
+// The terminal socket's subprotocols. A browser's WebSocket can set no
+// header but Sec-WebSocket-Protocol, so the page offers two:
+// wsProtocol, which the server picks (it never echoes the other), and
+// keyProtocol followed by the key (base64url: every character is legal
+// in a subprotocol token). That is checked with the cookie in the
+// handshake itself, before the terminal is joined, so a refused socket
+// never joins; it is a header, so the key is not in a URL (no history, no
+// access log); and it needs no message protocol of its own, as a key in
+// the first message would (a socket accepted before it is checked).
+const (
+	wsProtocol  = "paddock"
+	keyProtocol = "paddock.key."
+)
+
+// keyMeta is where the login's page carries the key (empty in the static
+// index.html).
+const keyMeta = `<meta name="paddock-key" content="">`
+
 // Lifetimes: a login token is good once within LoginTTL; the cookie it
 // becomes is good for CookieTTL, or until logout.
 const (
@@ -81,13 +122,15 @@ type Server struct {
 
 	mu      sync.Mutex
 	logins  map[[32]byte]grant // hashes of unused login tokens
-	cookies map[[32]byte]grant // hashes of issued cookies
+	cookies map[[32]byte]grant // hashes of issued cookies, with their keys'
 }
 
-// grant is a login token's or a cookie's user and expiry.
+// grant is a login token's or a cookie's user and expiry; a cookie's also
+// holds the hash of the key issued with it.
 type grant struct {
 	uid uint32
 	exp time.Time
+	key [32]byte
 }
 
 // New makes a server with no login yet (NewLogin makes one); who turns a
@@ -134,7 +177,7 @@ func (s *Server) Handler() http.Handler {
 	files := http.FileServerFS(sub)
 	mux.HandleFunc("GET /login", s.login)
 	mux.Handle("POST /logout", s.auth(http.HandlerFunc(s.logout)))
-	mux.Handle("GET /", s.auth(files))
+	mux.Handle("GET /", s.files(files))
 	mux.Handle("GET /api/sessions", s.auth(s.jsonHandler(s.list)))
 	mux.Handle("GET /api/whoami", s.auth(s.jsonHandler(func(r *http.Request) (any, error) {
 		p, _ := people.From(r.Context())
@@ -208,7 +251,11 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// login trades a login token, once, for a cookie.
+// login trades a login token, once, for a login: the cookie, and the
+// page's key in the answer's body. The answer is the page itself (its
+// index.html, the key in a meta tag the page's script takes into its
+// origin's storage), not a redirect: the key is in no URL, and the answer
+// is neither cached (no-store) nor readable by another origin.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	h := sha256.Sum256([]byte(r.URL.Query().Get("token")))
 	s.mu.Lock()
@@ -219,16 +266,25 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "paddock: this login URL is unknown, used or expired (each is good once, for 10 minutes); run `paddock web` for a new one", http.StatusUnauthorized)
 		return
 	}
-	c, err := randomString()
-	if err != nil {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil || !strings.Contains(string(page), keyMeta) {
+		http.Error(w, "paddock: the page has no place for its key", http.StatusInternalServerError)
+		return
+	}
+	c, err1 := randomString()
+	k, err2 := randomString()
+	if err1 != nil || err2 != nil {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
 	}
 	s.mu.Lock()
-	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: g.uid, exp: s.now().Add(CookieTTL)}
+	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: g.uid, exp: s.now().Add(CookieTTL), key: sha256.Sum256([]byte(k))}
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
-	http.Redirect(w, r, "/", http.StatusSeeOther) // the token leaves the address bar
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// k is base64url: nothing in it needs escaping in an attribute.
+	_, _ = io.WriteString(w, strings.Replace(string(page), keyMeta, `<meta name="paddock-key" content="`+k+`">`, 1))
 }
 
 // logout ends the cookie's login, here and in the browser.
@@ -243,33 +299,80 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, `{"logged_out":true}`)
 }
 
-// valid returns the uid of the request's cookie, if it is a live one.
-func (s *Server) valid(r *http.Request) (uint32, bool) {
+// valid returns the uid of the request's cookie, if it is a live one, and
+// whether the request also carries the key issued with that cookie.
+func (s *Server) valid(r *http.Request) (uid uint32, cookie, key bool) {
 	c, err := r.Cookie(CookieName)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	h := sha256.Sum256([]byte(c.Value))
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	g, ok := s.cookies[h]
 	if ok && s.now().After(g.exp) {
 		delete(s.cookies, h)
-		return 0, false
+		ok = false
 	}
-	return g.uid, ok
+	s.mu.Unlock()
+	if !ok {
+		return 0, false, false
+	}
+	k, has := keyOf(r)
+	kh := sha256.Sum256([]byte(k))
+	return g.uid, true, has && subtle.ConstantTimeCompare(kh[:], g.key[:]) == 1
 }
 
-// auth lets through logged-in browsers only, each request as the cookie's
-// user (resolved afresh: one taken out of the group is refused), and for
-// changes only same-origin requests that carry X-Paddock: 1.
+// keyOf is the page's key a request carries: the KeyHeader, or else a
+// Sec-WebSocket-Protocol entry keyProtocol+key (all a browser's
+// WebSocket can send).
+func keyOf(r *http.Request) (string, bool) {
+	if k := r.Header.Get(KeyHeader); k != "" {
+		return k, true
+	}
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if k, ok := strings.CutPrefix(strings.TrimSpace(p), keyProtocol); ok && k != "" {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}
+
+func notLoggedIn(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintln(w, "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints.")
+}
+
+// files lets the static files through for a live cookie alone: they are
+// the same public bytes for everyone and hold no data, and a browser
+// loading a page or its scripts can send no header of its own.
+func (s *Server) files(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, cookie, _ := s.valid(r); !cookie {
+			notLoggedIn(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// auth lets through the page's own requests only: a live cookie with the
+// key issued with it (the cookie alone is nothing: any page on another
+// loopback port is sent it). Each request is made as the login's user
+// (resolved afresh: one taken out of the group is refused), and changes
+// need X-Paddock: 1 as well.
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		uid, ok := s.valid(r)
-		if !ok {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintln(w, "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints.")
+		uid, cookie, key := s.valid(r)
+		if !cookie {
+			notLoggedIn(w)
+			return
+		}
+		if !key {
+			http.Error(w, "paddock: the login cookie came without the page's key issued with it ("+KeyHeader+"), and the cookie alone is nothing: "+
+				"a browser sends it to every page on this host, whatever its port. Run `paddock web` for a new login.", http.StatusUnauthorized)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get("X-Paddock") != "1" {
@@ -386,8 +489,9 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.Leave()
-	// Accept checks the Origin again, as it always does.
-	c, err := websocket.Accept(w, r, nil)
+	// Accept checks the Origin again, as it always does, and answers with
+	// wsProtocol, never the key's entry.
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}})
 	if err != nil {
 		return
 	}
@@ -431,7 +535,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
-		return true // not a browser: the cookie is what lets it in
+		return true // not a browser: the cookie and key are what let it in
 	}
 	u, err := url.Parse(o)
 	return err == nil && strings.EqualFold(u.Host, r.Host)

@@ -151,7 +151,10 @@ func TestNothingWithoutLogin(t *testing.T) {
 
 func loggedIn(t *testing.T, srv *site) *http.Client { return loggedInAs(t, srv, 1000) }
 
+// loggedInAs logs a client in as uid, as a browser does, and has it send
+// the page's key on every request, as the page's script does (pageKey).
 func loggedInAs(t *testing.T, srv *site, uid uint32) *http.Client {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	resp, err := c.Get(srv.newLoginFor(t, uid))
@@ -160,10 +163,35 @@ func loggedInAs(t *testing.T, srv *site, uid uint32) *http.Client {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(b), "<title>paddock</title>") || resp.Request.URL.RawQuery != "" {
-		t.Fatalf("login: %d %s (landed on %s)", resp.StatusCode, b, resp.Request.URL)
+	k := keyIn(string(b))
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "<title>paddock</title>") || k == "" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("login: %d %s", resp.StatusCode, b)
 	}
+	c.Transport = keyed{k}
 	return c
+}
+
+// keyed sends the page's key on every request.
+type keyed struct{ key string }
+
+func (k keyed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(KeyHeader, k.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// pageKey is the key a loggedIn client sends.
+func pageKey(c *http.Client) string { return c.Transport.(keyed).key }
+
+// cookieOnly is c's cookie without its key: what a page on another
+// loopback port is sent.
+func cookieOnly(c *http.Client) *http.Client { return &http.Client{Jar: c.Jar} }
+
+// socketWith dials the terminal as the page does: the cookie, and the key
+// as a subprotocol.
+func socketWith(c *http.Client, origin string) *websocket.DialOptions {
+	return &websocket.DialOptions{HTTPClient: cookieOnly(c), HTTPHeader: http.Header{"Origin": {origin}},
+		Subprotocols: []string{"paddock", "paddock.key." + pageKey(c)}}
 }
 
 func TestLoginCookieAndPages(t *testing.T) {
@@ -210,14 +238,17 @@ func TestTerminalSocket(t *testing.T) {
 	defer cancel()
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/sessions/demo/terminal?role=driver&rows=24&cols=80"
 	// Another origin is refused.
-	if _, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {"http://evil.test"}}}); err == nil {
+	if _, _, err := websocket.Dial(ctx, ws, socketWith(c, "http://evil.test")); err == nil {
 		t.Fatal("a cross-origin socket was accepted")
 	}
-	conn, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {srv.URL}}})
+	conn, _, err := websocket.Dial(ctx, ws, socketWith(c, srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.CloseNow()
+	if conn.Subprotocol() != "paddock" {
+		t.Fatalf("subprotocol %q: the server must pick \"paddock\", never echo the key", conn.Subprotocol())
+	}
 	_, first, err := conn.Read(ctx)
 	if err != nil || string(first) != "snapshot" {
 		t.Fatalf("%q %v", first, err)
@@ -255,7 +286,7 @@ func TestLoginOnce(t *testing.T) {
 		return resp.StatusCode
 	}
 	login := srv.newLogin(t)
-	if st := get(noFollow(), login); st != http.StatusSeeOther {
+	if st := get(noFollow(), login); st != http.StatusOK {
 		t.Fatalf("first use: %d", st)
 	}
 	if st := get(noFollow(), login); st != 401 {
@@ -304,10 +335,10 @@ func TestCookieLifetimeAndLogout(t *testing.T) {
 	if resp.StatusCode != 200 || status(c) != 401 {
 		t.Fatalf("after logout: %d, then %d", resp.StatusCode, status(c))
 	}
-	// The old cookie, kept by a copy of the browser, is dead too.
+	// The old cookie, kept by a copy of the browser with its key, is dead too.
 	jar, _ := cookiejar.New(nil)
 	jar.SetCookies(u, cookies)
-	if st := status(&http.Client{Jar: jar}); st != 401 {
+	if st := status(&http.Client{Jar: jar, Transport: c.Transport}); st != 401 {
 		t.Fatalf("the logged-out cookie still works: %d", st)
 	}
 	c = loggedIn(t, srv)
@@ -356,7 +387,7 @@ func TestOriginBeforeAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/api/sessions/demo/terminal?role=driver"
-	if _, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {"http://evil.test"}}}); err == nil {
+	if _, _, err := websocket.Dial(ctx, ws, socketWith(c, "http://evil.test")); err == nil {
 		t.Fatal("a cross-origin socket was accepted")
 	}
 	fb.mu.Lock()

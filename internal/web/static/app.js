@@ -1,12 +1,35 @@
 // paddock's web page: no framework, no inline script (the page's CSP forbids it).
 "use strict";
-const H = { "X-Paddock": "1", "Content-Type": "application/json" };
 const $ = (s) => document.querySelector(s);
 
+// The page's key, the login's other half: the cookie alone is nothing (a
+// browser sends it to every page on this host, whatever the port). The
+// login's answer is this page with the key in a meta tag; it is kept in
+// this origin's localStorage (no other port can read it, and every tab of
+// this origin shares it) and sent on every API request and terminal socket.
+const KEY = "paddock-key";
+{
+  const m = document.querySelector('meta[name="paddock-key"]');
+  if (m && m.content) localStorage.setItem(KEY, m.content);
+  if (m) m.remove();
+  if (location.pathname === "/login") history.replaceState(null, "", "/" + location.hash); // the used login URL leaves the address bar
+}
+const key = () => localStorage.getItem(KEY) || "";
+
+// loggedOut replaces the page with what the Runner said, and forgets the key.
+function loggedOut(text) {
+  localStorage.removeItem(KEY);
+  closeSession();
+  document.body.textContent = text;
+}
+
 async function call(method, path, body) {
-  const r = await fetch(path, { method, headers: H, body: body ? JSON.stringify(body) : undefined });
-  const j = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(j.error || r.statusText);
+  const r = await fetch(path, { method, headers: { "X-Paddock": "1", "X-Paddock-Key": key(), "Content-Type": "application/json" }, body: body ? JSON.stringify(body) : undefined });
+  const text = await r.text();
+  let j = {};
+  try { j = JSON.parse(text); } catch (e) { /* a plain-text answer */ }
+  if (r.status === 401) { loggedOut(text.trim() || "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints."); throw new Error(text.trim()); }
+  if (!r.ok) throw new Error(j.error || text.trim() || r.statusText);
   return j;
 }
 
@@ -90,7 +113,10 @@ async function showSession(name, asked) {
   const fit = new FitAddon.FitAddon(); term.loadAddon(fit);
   term.open($("#terminal")); fit.fit();
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  sock = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(name) + "/terminal?role=" + role + "&rows=" + term.rows + "&cols=" + term.cols);
+  // A WebSocket can set no header but its subprotocols: the key rides as
+  // one ("paddock.key.<key>"), and the Runner picks "paddock".
+  sock = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(name) + "/terminal?role=" + role + "&rows=" + term.rows + "&cols=" + term.cols,
+    ["paddock", "paddock.key." + key()]);
   sock.binaryType = "arraybuffer";
   sock.onmessage = (m) => term.write(new Uint8Array(m.data));
   sock.onclose = () => term && term.write("\r\n[the terminal ended]\r\n");
@@ -162,8 +188,7 @@ setInterval(() => { if (!$("#list").hidden) showList().catch(() => {}); }, 2000)
 // new URL from `paddock web`.
 $("#logout").onclick = async () => {
   await call("POST", "/logout").catch(() => {});
-  closeSession();
-  document.body.textContent = "Logged out. Run `paddock web` on the Runner's host for a new login URL.";
+  loggedOut("Logged out. Run `paddock web` on the Runner's host for a new login URL.");
 };
 
 // paddock's own login (paddock credential login): its state for everyone,
