@@ -143,13 +143,22 @@ const (
 	// faults still pending.
 	FaultNone Fault = iota
 	// FaultStatus answers the given HTTP status (500 if none is given)
-	// with an OAuth error body, before looking at the request.
+	// with an OAuth error body, before looking at the request; with a
+	// duration, after waiting that long (or until the client goes away),
+	// so that a test can have other requests arrive meanwhile.
 	FaultStatus
 	// FaultDelay waits the given duration, or until the client goes away,
 	// then answers the request normally.
 	FaultDelay
 	// FaultDrop closes the connection without a byte of answer.
 	FaultDrop
+	// FaultLateAnswer grants the request first (a refresh token rotates:
+	// the old one is dead, the new tokens are issued) and then holds the
+	// answer for the given duration, or until the client goes away, which
+	// then never gets the new tokens: the server has rotated, the client
+	// has lost the answer. Refreshes counts the grant as soon as it is
+	// made, so a test can wait for it and then hang up.
+	FaultLateAnswer
 )
 
 // String names the fault, for test failures.
@@ -163,6 +172,8 @@ func (f Fault) String() string {
 		return "delay"
 	case FaultDrop:
 		return "drop"
+	case FaultLateAnswer:
+		return "late answer"
 	}
 	return "Fault(" + strconv.Itoa(int(f)) + ")"
 }
@@ -441,7 +452,8 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	p, perr := parseToken(r.Header.Get("Content-Type"), body)
 	rec.Grant = p.GrantType
 
-	if f, ok := s.takeFault(); ok {
+	f, faulted := s.takeFault()
+	if faulted && f.kind != FaultLateAnswer {
 		if done := s.fail(w, r, &rec, f); done {
 			return
 		}
@@ -453,6 +465,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	resp, oerr := s.grant(p)
 	if oerr != nil {
 		rec.Status, rec.Error = writeError(w, oerr)
+		return
+	}
+	if faulted && f.kind == FaultLateAnswer && !wait(r, f.delay) {
+		rec.Error = "client went away before the answer: the tokens it was granted are lost"
 		return
 	}
 	rec.Status = writeJSON(w, http.StatusOK, resp)
@@ -651,9 +667,10 @@ func (s *Server) RevokeAll() {
 
 // InjectFault makes the next n token requests fail with kind: status is
 // FaultStatus' HTTP status (500 if it is not an error status), d is
-// FaultDelay's wait. Faults queue in order behind those still pending;
-// n <= 0 adds none. InjectFault(FaultNone, ...) instead clears the queue.
-// A faulted request is recorded, and does not consume a code or token.
+// the wait of FaultDelay, FaultLateAnswer and FaultStatus. Faults queue in
+// order behind those still pending; n <= 0 adds none. InjectFault(FaultNone,
+// ...) instead clears the queue. A faulted request is recorded, and does not
+// consume a code or token, but for FaultLateAnswer, which does.
 func (s *Server) InjectFault(kind Fault, n int, status int, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -686,6 +703,10 @@ func (s *Server) takeFault() (pendingFault, bool) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, rec *TokenRequest, f pendingFault) bool {
 	switch f.kind {
 	case FaultStatus:
+		if !wait(r, f.delay) {
+			rec.Error = "client went away during the injected delay"
+			return true
+		}
 		code := ErrServerError
 		if f.status == http.StatusServiceUnavailable {
 			code = ErrTemporarily
@@ -693,15 +714,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, rec *TokenRequest,
 		rec.Status, rec.Error = writeError(w, &oauthError{f.status, code, fmt.Sprintf("injected fault: HTTP %d", f.status)})
 		return true
 	case FaultDelay:
-		t := time.NewTimer(f.delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return false
-		case <-r.Context().Done():
+		if !wait(r, f.delay) {
 			rec.Error = "client went away during the injected delay"
 			return true
 		}
+		return false
 	case FaultDrop:
 		rec.Error = "connection dropped (injected fault)"
 		c, _, err := http.NewResponseController(w).Hijack()
@@ -719,8 +736,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, rec *TokenRequest,
 	return false
 }
 
-// Refreshes returns how many refresh_token requests were answered with
-// tokens.
+// wait waits d, or until r's client goes away; it reports whether the
+// client is still there.
+func wait(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// Refreshes returns how many refresh_token requests were granted tokens
+// (whether or not the client got the answer: see FaultLateAnswer).
 func (s *Server) Refreshes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -572,6 +572,68 @@ func TestFaultDelay(t *testing.T) {
 	}
 }
 
+// TestFaultLateAnswer: the refresh is granted (the refresh token rotates)
+// before the answer is held; a client that waits gets the new tokens, one
+// that hangs up meanwhile loses them, and its old refresh token is dead.
+func TestFaultLateAnswer(t *testing.T) {
+	h := newHarness(t)
+	a := h.login(t)
+	h.s.InjectFault(FaultLateAnswer, 1, 0, 50*time.Millisecond)
+	start := time.Now()
+	r := h.postJSON(t, refreshParams(a.RefreshToken))
+	if r.status != 200 || r.RefreshToken == "" || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("late refresh after %v: %+v", time.Since(start), r)
+	}
+
+	h.s.InjectFault(FaultLateAnswer, 1, 0, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, _ := json.Marshal(refreshParams(r.RefreshToken))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+TokenPath, strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := h.srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	// Refreshes counts the grant before the answer goes.
+	for deadline := time.Now().Add(10 * time.Second); h.s.Refreshes() != 2; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Refreshes = %d during the late answer, want 2", h.s.Refreshes())
+		}
+	}
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the client that hung up got an answer")
+	}
+	reqs := waitRequests(t, h.s, 3)
+	if last := reqs[2]; last.Status != 0 || !strings.Contains(last.Error, "lost") {
+		t.Fatalf("record of the lost answer: %+v", last)
+	}
+	// The server rotated: the refresh token the client still holds is dead.
+	if r := h.postJSON(t, refreshParams(r.RefreshToken)); r.status != 400 || r.Error != ErrInvalidGrant {
+		t.Fatalf("refresh with the token whose rotation was lost: %+v", r)
+	}
+}
+
+// TestFaultStatusDelayed: FaultStatus with a duration answers its error
+// after it.
+func TestFaultStatusDelayed(t *testing.T) {
+	h := newHarness(t)
+	a := h.login(t)
+	h.s.InjectFault(FaultStatus, 1, 503, 50*time.Millisecond)
+	start := time.Now()
+	if r := h.postJSON(t, refreshParams(a.RefreshToken)); r.status != 503 || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("delayed 503 after %v: %+v", time.Since(start), r)
+	}
+	if r := h.postJSON(t, refreshParams(a.RefreshToken)); r.status != 200 {
+		t.Fatalf("refresh after the fault: %+v", r)
+	}
+}
+
 // waitRequests waits until n token requests are recorded: a handler may
 // finish after its client has given up.
 func waitRequests(t *testing.T, s *Server, n int) []TokenRequest {

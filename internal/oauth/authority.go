@@ -41,6 +41,12 @@ type Status struct {
 // the access token; Run refreshes it ahead of expiry, retrying failures
 // with backoff; RefreshNow refreshes at once for a token the API called
 // expired, once however many requests ask. Safe for concurrent use.
+//
+// A refresh runs on a context of its own, bounded by RefreshTimeout, never
+// on the context of the request (or of Run) that asked for it: once the
+// server has rotated the refresh token, its answer holds the only live one,
+// and a refresh cut off there would sign the login out. So the answer is
+// always read and stored, whoever has stopped waiting for it.
 type Authority struct {
 	Store  Store
 	Client *Client
@@ -49,8 +55,11 @@ type Authority struct {
 	Lead time.Duration
 	// MaxBackoff caps the wait between failed refreshes (0: 5 minutes).
 	MaxBackoff time.Duration
-	Log        *slog.Logger
-	Now        func() time.Time
+	// RefreshTimeout bounds one refresh, from asking the server to the
+	// rotated token on disk (0: 1 minute).
+	RefreshTimeout time.Duration
+	Log            *slog.Logger
+	Now            func() time.Time
 	// OnChange, if set, is called (outside locks) after every refresh,
 	// failed or not, and every login or logout.
 	OnChange func(Status)
@@ -62,6 +71,23 @@ type Authority struct {
 	loaded bool
 	st     Status
 	wake   chan struct{}
+	flight *flight // RefreshNow's refresh under way, if any
+}
+
+// flight is one refresh RefreshNow started for the access token seen;
+// every RefreshNow for the same token while it is under way waits for it
+// and gets its result. err is set before done is closed.
+type flight struct {
+	seen secret.Value
+	done chan struct{}
+	err  error
+}
+
+func (a *Authority) refreshTimeout() time.Duration {
+	if a.RefreshTimeout > 0 {
+		return a.RefreshTimeout
+	}
+	return time.Minute
 }
 
 func (a *Authority) now() time.Time {
@@ -192,23 +218,65 @@ func (a *Authority) Logout() error {
 // RefreshNow refreshes at once unless the token is no longer seen (the
 // one a request went out with): then someone refreshed already, and this
 // returns at once. So N requests that meet an expired token cause one
-// refresh.
+// refresh: the first starts it, the others wait for it and share its
+// result, failure included.
+//
+// The refresh does not run on ctx: a caller whose ctx ends (a box that
+// hung up, an interrupted turn) stops waiting and gets ctx's error, while
+// the refresh goes on to its end and its tokens are stored for the next
+// request.
 func (a *Authority) RefreshNow(ctx context.Context, seen secret.Value) error {
+	a.mu.Lock()
+	a.load()
+	if !a.tok.Access.Equal(seen) {
+		a.mu.Unlock()
+		return nil
+	}
+	f := a.flight
+	if f == nil || !f.seen.Equal(seen) {
+		f = &flight{seen: seen, done: make(chan struct{})}
+		a.flight = f
+		go a.fly(context.WithoutCancel(ctx), f)
+	}
+	a.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("stopped waiting for the refresh of paddock's login, which goes on: %w", ctx.Err())
+	}
+}
+
+// fly does f's refresh on ctx (which is never cancelled) with its own
+// timeout, unless the token changed meanwhile (Run refreshed, a new
+// login was installed).
+func (a *Authority) fly(ctx context.Context, f *flight) {
+	defer func() {
+		a.mu.Lock()
+		if a.flight == f {
+			a.flight = nil
+		}
+		a.mu.Unlock()
+		close(f.done)
+	}()
 	a.refreshMu.Lock()
 	defer a.refreshMu.Unlock()
 	a.mu.Lock()
-	a.load()
 	cur := a.tok.Access
 	a.mu.Unlock()
-	if !cur.Equal(seen) {
-		return nil
+	if !cur.Equal(f.seen) {
+		return
 	}
-	return a.refreshLocked(ctx, "the API said the token expired")
+	rctx, cancel := context.WithTimeout(ctx, a.refreshTimeout())
+	defer cancel()
+	f.err = a.refreshLocked(rctx, "the API said the token expired")
 }
 
-// refreshLocked does one refresh; a.refreshMu held. The rotated token is
-// on disk before it is used; a refused or failed refresh keeps the stored
-// token.
+// refreshLocked does one refresh; a.refreshMu held. ctx must be the
+// refresh's own (never a request's): cut off after the server rotated, the
+// answer and with it the only live refresh token would be lost. The
+// rotated token is on disk before it is used; a refused or failed refresh
+// keeps the stored token.
 func (a *Authority) refreshLocked(ctx context.Context, why string) error {
 	a.mu.Lock()
 	a.load()
@@ -336,7 +404,8 @@ func (a *Authority) Run(ctx context.Context) {
 		at2, ok2 := a.due()
 		a.mu.Unlock()
 		if ok2 && !a.now().Before(at2) { // not already done by RefreshNow
-			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			// Not cut off by ctx (the Runner stopping): see refreshLocked.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.refreshTimeout())
 			_ = a.refreshLocked(rctx, "ahead of expiry")
 			cancel()
 		}
