@@ -199,7 +199,7 @@ func TestClamp(t *testing.T) {
 	}
 	argv[1] = strings.Repeat("é", 3000) // 6000 bytes
 	orig := append([]string(nil), argv...)
-	record(t, l, Entry{User: "ann", Action: ActionExec, Argv: argv, Detail: strings.Repeat("d", 10000), Error: "short"})
+	record(t, l, Entry{User: "ann", Action: ActionExec, Argv: argv, Detail: strings.Repeat("d", 10000), Target: "short"})
 	if !reflect.DeepEqual(argv, orig) {
 		t.Fatal("Record wrote to the caller's Argv")
 	}
@@ -211,8 +211,8 @@ func TestClamp(t *testing.T) {
 	if len(e.Detail) != fieldMax || !strings.HasPrefix(e.Detail, "ddd") || !strings.HasSuffix(e.Detail, "…") {
 		t.Errorf("Detail of %d bytes: %.10q…%q", len(e.Detail), e.Detail, e.Detail[len(e.Detail)-10:])
 	}
-	if e.Error != "short" {
-		t.Errorf("Error %q", e.Error)
+	if e.Target != "short" {
+		t.Errorf("Target %q", e.Target)
 	}
 	if len(e.Argv) != argvMax || e.Argv[0] != "0" || e.Argv[254] != "254" || e.Argv[255] != "…(45 more)" {
 		t.Errorf("Argv of %d items, ending %q", len(e.Argv), e.Argv[len(e.Argv)-2:])
@@ -222,12 +222,14 @@ func TestClamp(t *testing.T) {
 	}
 
 	// Every field as long as allowed and made of bytes JSON writes as six:
-	// the line must still fit, and be read.
+	// the line must still fit, and be read; a refusal's in 1 KiB.
 	ctl := strings.Repeat("\x01", fieldMax+1)
 	long := make([]string, argvMax+1)
 	for i := range long {
 		long[i] = ctl
 	}
+	record(t, l, Entry{User: ctl, Action: ctl, Session: ctl, SessionName: ctl, Owner: ctl, Role: ctl, Target: ctl,
+		Argv: long, Detail: ctl})
 	record(t, l, Entry{User: ctl, Action: ctl, Session: ctl, SessionName: ctl, Owner: ctl, Role: ctl, Target: ctl,
 		Argv: long, Detail: ctl, Error: ctl})
 	raw, _ := os.ReadFile(path)
@@ -235,9 +237,22 @@ func TestClamp(t *testing.T) {
 	if n := len(lines[1]); n > maxLine {
 		t.Errorf("line of %d bytes", n)
 	}
+	if n := len(lines[2]); n > maxRefusalLine {
+		t.Errorf("refusal of %d bytes", n)
+	}
 	es, skipped, err = l.Read(Filter{}, 0)
-	if err != nil || skipped != 0 || len(es) != 2 || !strings.HasPrefix(es[1].Detail, "\x01") {
+	if err != nil || skipped != 0 || len(es) != 3 || !strings.HasPrefix(es[1].Detail, "\x01") || !strings.HasPrefix(es[2].Error, "\x01") {
 		t.Fatalf("%d entries, %d skipped, %v", len(es), skipped, err)
+	}
+
+	// A refusal keeps a few hundred bytes of what it was asked.
+	record(t, l, Entry{User: "ann", Action: ActionExec, Argv: argv, SessionName: strings.Repeat("n", 1000),
+		Detail: strings.Repeat("d", 10000), Error: strings.Repeat("e", 10000)})
+	es, _, _ = l.Read(Filter{}, 1)
+	e = es[0]
+	if len(e.Detail) != refusalDetail || len(e.Error) != refusalError || len(e.SessionName) != refusalField ||
+		len(e.Argv) != refusalArgv || e.Argv[3] != "…(297 more)" || len(e.Argv[1]) > refusalArg {
+		t.Errorf("a refusal kept %d bytes of Detail, %d of Error, %d of its name, Argv %q", len(e.Detail), len(e.Error), len(e.SessionName), e.Argv)
 	}
 }
 
