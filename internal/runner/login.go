@@ -126,11 +126,21 @@ func (r *Runner) allLogins() []*oauth.Authority {
 	return out
 }
 
-const loginTTL = 15 * time.Minute
+const (
+	loginTTL = 15 * time.Minute
+	// loginsPerPerson is the most logins one person may have started and
+	// not finished: each holds a verifier in memory for loginTTL.
+	loginsPerPerson = 4
+	// loginsAtAll is the most for everyone together, far above what a
+	// few people reach, so that no one is held up by another's.
+	loginsAtAll = 256
+)
 
 // StartLogin begins paddock credential login for the caller (the owner's
 // login for admins, their own for a team server's members): the URL the
 // person opens. Its verifier stays in the Runner's memory for 15 minutes.
+// Each person may have loginsPerPerson of them waiting, everyone together
+// loginsAtAll.
 func (r *Runner) StartLogin(ctx context.Context) (string, error) {
 	who := r.caller(ctx)
 	p, err := oauth.NewPKCE()
@@ -143,16 +153,41 @@ func (r *Runner) StartLogin(ctx context.Context) (string, error) {
 	if r.pending.m == nil {
 		r.pending.m = map[string]pendingLogin{}
 	}
+	mine := 0
+	var mineFirst, allFirst time.Time // the soonest expiries
 	for k, v := range r.pending.m {
 		if now.After(v.exp) {
 			delete(r.pending.m, k)
+			continue
+		}
+		if allFirst.IsZero() || v.exp.Before(allFirst) {
+			allFirst = v.exp
+		}
+		if v.uid == who.UID {
+			mine++
+			if mineFirst.IsZero() || v.exp.Before(mineFirst) {
+				mineFirst = v.exp
+			}
 		}
 	}
-	if len(r.pending.m) >= 16 {
-		return "", fmt.Errorf("16 logins are started and not finished; finish one, or wait 15 minutes: %w", errdefs.ErrLimit)
+	if mine >= loginsPerPerson {
+		return "", fmt.Errorf("you have %d logins started and not finished (paddock credential login, or the web page's); "+
+			"finish one by pasting the code its page showed, or start again once the oldest expires at %s: %w",
+			mine, expiry(mineFirst, now), errdefs.ErrLimit)
+	}
+	if len(r.pending.m) >= loginsAtAll {
+		return "", fmt.Errorf("this Runner holds %d logins started and not finished, by everyone together (yours: %d); "+
+			"start again once the oldest expires at %s, and tell an admin (paddock audit shows who is busy): %w",
+			len(r.pending.m), mine, expiry(allFirst, now), errdefs.ErrLimit)
 	}
 	r.pending.m[p.State] = pendingLogin{p: p, uid: who.UID, exp: now.Add(loginTTL)}
 	return r.login.Client.LoginURL(p), nil
+}
+
+// expiry is when a login waiting until at expires, for people: the clock
+// time and how long from now.
+func expiry(at, now time.Time) string {
+	return fmt.Sprintf("%s (in %s)", at.Format("15:04:05 MST"), at.Sub(now).Round(time.Second))
 }
 
 // FinishLogin takes the code the login page showed ("CODE#STATE"),

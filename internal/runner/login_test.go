@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/fakeapi"
 	"github.com/paddockhq/paddock/internal/fakeoauth"
 	"github.com/paddockhq/paddock/internal/oauth"
@@ -246,5 +248,71 @@ func TestMemberLogin(t *testing.T) {
 	}
 	if _, err := r.credentialOfPerson(session.Person{UID: 4243001, Name: "ann"}); err == nil {
 		t.Fatal("ann has a credential after logging out")
+	}
+}
+
+// TestLoginCapIsPerPerson: logins started and not finished are capped per
+// person: one member who starts login after login is refused with a
+// message that says what to do and when, and another member, and the
+// owner, still log in. A ceiling for everyone together stays far above.
+func TestLoginCapIsPerPerson(t *testing.T) {
+	r, fs, _ := loginRunner(t, time.Hour)
+	ann := people.With(context.Background(), people.Person{UID: 4243101, Name: "ann"})
+	ben := people.With(context.Background(), people.Person{UID: 4243102, Name: "ben"})
+	var urls []string
+	var refused error
+	for range 100 {
+		u, err := r.StartLogin(ann)
+		if err != nil {
+			refused = err
+			break
+		}
+		urls = append(urls, u)
+	}
+	if len(urls) != loginsPerPerson || !errors.Is(refused, errdefs.ErrLimit) ||
+		!strings.Contains(refused.Error(), fmt.Sprintf("you have %d logins started and not finished", loginsPerPerson)) ||
+		!strings.Contains(refused.Error(), "finish one") || !strings.Contains(refused.Error(), "expires at") {
+		t.Fatalf("ann started %d logins, then: %v", len(urls), refused)
+	}
+	t.Log(refused)
+	// ann's are hers: ben and the owner are not held up by them.
+	u, err := r.StartLogin(ben)
+	if err != nil {
+		t.Fatalf("ben cannot start a login after ann started %d: %v", len(urls), err)
+	}
+	shown, _ := fs.Authorize(u)
+	if _, err := r.FinishLogin(ben, shown); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StartLogin(context.Background()); err != nil {
+		t.Fatalf("the owner cannot start a login after ann started %d: %v", len(urls), err)
+	}
+	// Finishing one of hers makes room for another.
+	shown, _ = fs.Authorize(urls[0])
+	if _, err := r.FinishLogin(ann, shown); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StartLogin(ann); err != nil {
+		t.Fatalf("ann after finishing one: %v", err)
+	}
+	// The ceiling for everyone together, far above one person's cap.
+	if loginsAtAll < 32*loginsPerPerson {
+		t.Fatalf("the ceiling %d is within reach of a few people", loginsAtAll)
+	}
+	for uid := uint32(5000000); ; uid++ {
+		_, err := r.StartLogin(people.With(context.Background(), people.Person{UID: uid, Name: "m"}))
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrLimit) || !strings.Contains(err.Error(), "everyone together") {
+				t.Fatalf("at the ceiling: %v", err)
+			}
+			t.Log(err)
+			break
+		}
+	}
+	r.pending.mu.Lock()
+	n := len(r.pending.m)
+	r.pending.mu.Unlock()
+	if n != loginsAtAll {
+		t.Fatalf("%d logins waiting at the ceiling, want %d", n, loginsAtAll)
 	}
 }
