@@ -135,8 +135,16 @@ type Options struct {
 	// true, has the request sent once more with it (the body whole: a
 	// streamed one is read to its end first); false passes the 401 on.
 	// The Runner refreshes its own login there, once however many requests
-	// ask.
+	// ask. ctx is the box's request's: a refresh must never end with it
+	// (once the OAuth server has rotated, its answer holds the only live
+	// refresh token), so oauth.Authority.RefreshNow runs it on a context
+	// of its own and ctx only ends the wait.
 	OnExpired func(ctx context.Context, used credential.Credential) (credential.Credential, bool)
+	// UsageView is anthropic.usage_view (config.Anthropic.UsageViewOn):
+	// only with it does the direct path forward GET /api/oauth/usage;
+	// without it (the default) that route is refused with 403 and causes
+	// no upstream request.
+	UsageView bool
 }
 
 // Proxy is an http.Handler. Serve it with NewServer for the timeouts paddock
@@ -315,6 +323,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !found {
 			w.Header().Set("Allow", allowed(rts))
 			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+logkey.Clip(r.Method, 20)+" is not allowed on "+rawPath)
+			return
+		}
+		if rt.usageView && !p.opts.UsageView {
+			refuse(http.StatusForbidden, anthropic.Permission, usageViewOff)
 			return
 		}
 		st.rt = rt

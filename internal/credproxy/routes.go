@@ -19,6 +19,9 @@ type route struct {
 	path   string
 	// query checks one query parameter's value; keys not listed are refused.
 	query map[string]func(string) bool
+	// usageView: forwarded only with anthropic.usage_view on
+	// (Options.UsageView); refused otherwise, before anything else.
+	usageView bool
 }
 
 // Query policy. A request's query must parse strictly (no bare ';', valid
@@ -91,14 +94,18 @@ var directRoutes = []route{
 	{method: http.MethodGet, path: "/api/claude_code/settings"},
 	{method: http.MethodGet, path: "/api/claude_code/policy_limits"},
 	// The plan's usage limits (5-hour and weekly windows, usage credits),
-	// read-only, for /status and /usage. The CLI's query keys, each with
-	// the one value shape it sends.
-	{method: http.MethodGet, path: "/api/oauth/usage", query: map[string]func(string) bool{
+	// read-only, for /status and /usage, and only when the owner opted in
+	// with anthropic.usage_view (off by default; docs/CONFIG.md). The
+	// CLI's query keys, each with the one value shape it sends.
+	{method: http.MethodGet, path: "/api/oauth/usage", usageView: true, query: map[string]func(string) bool{
 		"skip_spend": isOne, "at_wall": isOne, "cedar_ember": isOne, "starry_waterfall": isSurface,
 	}},
 }
 
 func isOne(v string) bool { return v == "1" }
+
+// usageViewOff is the refusal of a usage_view route while the option is off.
+const usageViewOff = "paddock does not forward the plan's usage (/status, /usage): anthropic.usage_view is off in the Runner's config (off by default; the owner turns it on, see docs/CONFIG.md)"
 
 var surface = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 

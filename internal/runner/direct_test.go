@@ -66,8 +66,9 @@ func (d *directUpstream) requests() []string {
 }
 
 // directRunner is a Runner with anthropic.direct on, against a TLS
-// upstream, and a session token for session id.
-func directRunner(t *testing.T, id string) (*Runner, *directUpstream, secret.Value) {
+// upstream, and a session token for session id; each of more changes the
+// config first.
+func directRunner(t *testing.T, id string, more ...func(*config.Config)) (*Runner, *directUpstream, secret.Value) {
 	t.Helper()
 	up := &directUpstream{fake: fakeapi.New(realDirectCred)}
 	srv := httptest.NewTLSServer(up)
@@ -80,6 +81,9 @@ func directRunner(t *testing.T, id string) (*Runner, *directUpstream, secret.Val
 	cfg.Proxy.Listen = "off"
 	cfg.Web.Listen = "off"
 	cfg.Credential.ClaudeLoginFile = "off"
+	for _, f := range more {
+		f(&cfg)
+	}
 	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + realDirectCred}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +160,7 @@ func send(t *testing.T, tc *tls.Conn, method, path string, hdr map[string]string
 // paths, other hosts, another SNI, a token in the wrong header, another
 // session's token, none) is refused with no upstream request.
 func TestDirectPath(t *testing.T) {
-	r, up, tok := directRunner(t, "sessdirect01")
+	r, up, tok := directRunner(t, "sessdirect01", func(c *config.Config) { c.Anthropic.UsageView = true })
 	bearer := map[string]string{"Authorization": "Bearer " + tok.Reveal()}
 
 	status, tc, err := boxCONNECT(t, r, "sessdirect01", DirectHost, DirectHost)
@@ -290,5 +294,27 @@ func TestAttackSuiteOverTheDirectPath(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDirectUsageViewOff (issue 31, item 13): without anthropic.usage_view
+// (the default) the direct path refuses GET /api/oauth/usage with 403,
+// saying which setting, and nothing goes upstream; the other direct routes
+// still do.
+func TestDirectUsageViewOff(t *testing.T) {
+	r, up, tok := directRunner(t, "sessusage01")
+	bearer := map[string]string{"Authorization": "Bearer " + tok.Reveal()}
+	status, tc, err := boxCONNECT(t, r, "sessusage01", DirectHost, DirectHost)
+	if err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("CONNECT %s: %q %v", DirectHost, status, err)
+	}
+	if code, body := send(t, tc, "GET", "/api/oauth/usage?skip_spend=1", bearer); code != 403 || !strings.Contains(body, "anthropic.usage_view is off") {
+		t.Fatalf("usage without usage_view: %d %s", code, body)
+	}
+	if got := up.requests(); len(got) != 0 {
+		t.Fatalf("the upstream saw %q", got)
+	}
+	if code, body := send(t, tc, "GET", "/api/claude_code/settings", bearer); code != 200 {
+		t.Fatalf("settings: %d %s", code, body)
 	}
 }

@@ -230,6 +230,7 @@ func New(opts Options) (_ *Runner, err error) {
 		ResponseHeaderTimeout: pc.ResponseHeaderTimeout.D(),
 		StreamIdleTimeout:     pc.StreamIdleTimeout.D(),
 		MaxIdleConns:          pc.MaxIdleConns,
+		UsageView:             opts.Config.Anthropic.UsageViewOn(),
 	})
 	if err != nil {
 		return nil, err
