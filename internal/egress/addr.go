@@ -1,6 +1,11 @@
 package egress
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
 
 // blocked lists the address ranges the proxy never dials, with the class
 // each belongs to.
@@ -43,7 +48,9 @@ var blocked = []struct {
 
 // Classify says whether an address may be dialed; when not, the class
 // names why (loopback, private, link-local, cgnat, metadata, multicast,
-// unspecified, IPv6 forms that embed IPv4, reserved ranges).
+// unspecified, IPv6 forms that embed IPv4, reserved ranges, and "host":
+// an address of the Runner's host itself, public ones included, where its
+// own services listen).
 func Classify(a netip.Addr) (ok bool, class string) {
 	if !a.IsValid() {
 		return false, "invalid"
@@ -59,5 +66,49 @@ func Classify(a netip.Addr) (ok bool, class string) {
 	if a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		return false, "broadcast"
 	}
+	if hostAddr(a) {
+		return false, "host"
+	}
 	return true, "public"
+}
+
+// hostAddrs lists the addresses of the host's interfaces (a variable for
+// tests). hostTTL is how long a listing is used before it is made again:
+// an address the host gains is refused within that time.
+var (
+	hostAddrs = func() []netip.Addr {
+		ifas, err := net.InterfaceAddrs()
+		if err != nil {
+			return nil
+		}
+		var out []netip.Addr
+		for _, ifa := range ifas {
+			if n, ok := ifa.(*net.IPNet); ok {
+				if a, ok := netip.AddrFromSlice(n.IP); ok {
+					out = append(out, a.Unmap())
+				}
+			}
+		}
+		return out
+	}
+	hostTTL = 5 * time.Second
+	host    struct {
+		sync.Mutex
+		at    time.Time
+		addrs map[netip.Addr]bool
+	}
+)
+
+// hostAddr reports whether a is an address of the host's own.
+func hostAddr(a netip.Addr) bool {
+	host.Lock()
+	defer host.Unlock()
+	if host.addrs == nil || time.Since(host.at) > hostTTL {
+		host.addrs = map[netip.Addr]bool{}
+		for _, h := range hostAddrs() {
+			host.addrs[h] = true
+		}
+		host.at = time.Now()
+	}
+	return host.addrs[a.Unmap()]
 }

@@ -237,3 +237,38 @@ func TestWildcardsAndApprovals(t *testing.T) {
 		t.Error("the anthropic posture asks")
 	}
 }
+
+// TestClassifyHostsOwn (issue 31): an address of the Runner's host itself
+// is refused whatever its range, a public one included (the host's sshd or
+// database listening on it would be reached from the box); the machine's
+// real interfaces are read, and a listing is made again after hostTTL.
+func TestClassifyHostsOwn(t *testing.T) {
+	pub := netip.MustParseAddr("8.8.4.4")
+	old, oldTTL := hostAddrs, hostTTL
+	t.Cleanup(func() {
+		hostAddrs, hostTTL = old, oldTTL
+		host.Lock()
+		host.addrs = nil
+		host.Unlock()
+	})
+	hostAddrs, hostTTL = func() []netip.Addr { return []netip.Addr{pub} }, 0
+	if ok, class := Classify(pub); ok || class != "host" {
+		t.Fatalf("the host's own public address: %v %s", ok, class)
+	}
+	if ok, class := Classify(netip.MustParseAddr("::ffff:8.8.4.4")); ok || class != "ipv4-mapped" {
+		t.Fatalf("mapped: %v %s", ok, class)
+	}
+	hostAddrs = old
+	real := old()
+	if len(real) == 0 {
+		t.Fatal("no interface address on this machine")
+	}
+	for _, a := range real {
+		if ok, class := Classify(a); ok {
+			t.Errorf("the host's %s is dialable (%s)", a, class)
+		}
+	}
+	if ok, class := Classify(pub); !ok || class != "public" {
+		t.Fatalf("after the listing is made again: %v %s", ok, class)
+	}
+}
