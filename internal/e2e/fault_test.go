@@ -114,6 +114,9 @@ func (e *env) wakeAndGoOn(name string) {
 	e.waitScreen(name, promptReady, 30*time.Second)
 	e.typeLine(name, "again")
 	e.waitScreen(name, "(turn 2)", 30*time.Second)
+	// On screen is not yet in the transcript: a caller that sleeps the
+	// session next must find turn 2 there when it wakes it again.
+	e.waitTranscript(name, "(turn 2)")
 }
 
 // TestDockerDaemonRestart restarts dockerd under a running docker session
