@@ -166,10 +166,8 @@ func (l *Log) flush(uid uint32) {
 	l.refill(q, now)
 	q.tokens = max(q.tokens-1, 0)
 	c := q.take(uid, now)
-	line, err := encode(c)
-	if err == nil {
-		var n int
-		if n, err = l.write(line); n > 0 {
+	if line, err := encode(c); err == nil {
+		if n, _ := l.write(line); n > 0 {
 			return
 		}
 	}
