@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"os/user"
@@ -454,17 +453,11 @@ func webAs(t *testing.T, e *env, ann, ben *hostUser) {
 	list(annURL, ann.name, "ann-s", "ben-s", "web-team-ann.png")
 	list(benURL, ben.name, "ben-s", "ann-s", "web-team-ben.png")
 
-	// ben's cookie, on the terminal of ann's session: refused before any join.
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar}
-	benURL2 := strings.TrimSpace(e.asOK(ben, "", "web"))
-	resp, err := hc.Get(benURL2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	// ben's login (cookie and key), on the terminal of ann's session:
+	// refused before any join.
+	hc, key := webLogin(t, strings.TrimSpace(e.asOK(ben, "", "web")))
 	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/api/sessions/ann-s/terminal?role=observer"
-	_, resp, err = websocket.Dial(context.Background(), wsURL, &websocket.DialOptions{HTTPClient: hc})
+	_, resp, err := websocket.Dial(context.Background(), wsURL, &websocket.DialOptions{HTTPClient: hc, Subprotocols: []string{"paddock", "paddock.key." + key}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
 		code := 0
 		if resp != nil {
