@@ -8,7 +8,8 @@
 #     registry on loopback, to pull a base by digest in a test; no service is started),
 #     systemd (systemd-analyze checks the unit file), etcd-server,
 #     etcd-client and containernetworking-plugins (the Kubernetes test
-#     cluster; its containerd, ctr and runc come with docker.io)
+#     cluster; its containerd, ctr and runc come with docker.io), strace
+#     (the test that lists what git reads from a git directory)
 #   - Go at go.mod's version in /usr/local/go, when it is not there
 #   - dockerd, started if it does not answer
 #   - the pinned Claude Code CLI from npm into /var/cache/paddock/cli/<version>
@@ -34,7 +35,7 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 # docker.io's containerd and runc). Node.js and npm: only when missing (a
 # newer node from elsewhere is kept).
 pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry
-  etcd-server etcd-client containernetworking-plugins)
+  etcd-server etcd-client containernetworking-plugins strace)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch
 # that toolchain (below).

@@ -104,8 +104,16 @@ func TestWorkspaceGitTurn(t *testing.T) {
 			if got := strings.TrimSpace(hostGit(t, ws, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s")); got != "Ada Owner <ada@example.org>|Ada Owner <ada@example.org>|edit from the box" {
 				t.Fatalf("the last commit on the host: %q", got)
 			}
-			if st := hostGit(t, ws, "status", "--porcelain", "--untracked-files=no"); st != "" {
-				t.Fatalf("the commit left changes: %q", st)
+			// The box's index reaches the host's .git within a round of the
+			// Runner's carry (wsmount.SyncInterval), not at once.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				st := hostGit(t, ws, "status", "--porcelain", "--untracked-files=no")
+				if st == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the commit left changes: %q", st)
+				}
 			}
 			// The repository's own hook ran in the box (after the Bash call).
 			deadline := time.Now().Add(10 * time.Second)

@@ -36,6 +36,7 @@ import (
 	"github.com/paddockhq/paddock/internal/metrics"
 	"github.com/paddockhq/paddock/internal/oauth"
 	"github.com/paddockhq/paddock/internal/sandbox"
+	"github.com/paddockhq/paddock/internal/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/session"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
@@ -135,6 +136,7 @@ func New(opts Options) (_ *Runner, err error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	quietKlog(opts.Log)
+	wsmount.SetLogger(opts.Log.With("component", "workspace"))
 	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
 		egressConns: newChanListener(), policies: map[string]*egress.Policy{}, expiry: map[string]*time.Timer{},
 		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},

@@ -646,6 +646,11 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 			l.Pids = *ins.HostConfig.PidsLimit
 		}
 	}
+	if st == sandbox.StateRunning && ins.Config.Labels[labelWorkspace] != "" && sandbox.ValidSession(session) == nil {
+		// A box this process did not start (the Runner restarted): its
+		// workspace's git files are carried across again.
+		wsmount.Resume(b.wsState(session))
+	}
 	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l}, nil
 }
 

@@ -837,7 +837,13 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 	if err != nil {
 		return sandbox.Box{}, err
 	}
-	return b.box(r), nil
+	bx := b.box(r)
+	if bx.State == sandbox.StateRunning && r.WorkspaceReal != "" {
+		// A box this process did not start (the Runner restarted): its
+		// workspace's git files are carried across again.
+		wsmount.Resume(b.wsState(r.ID))
+	}
+	return bx, nil
 }
 
 // List implements sandbox.Backend: box records, volume directories, and any

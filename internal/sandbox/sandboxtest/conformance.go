@@ -129,6 +129,7 @@ func Run(t *testing.T, s Setup) {
 	t.Run("Limits", func(t *testing.T) { limits(t, s) })
 	t.Run("Workspace", func(t *testing.T) { workspace(t, s) })
 	t.Run("WorkspaceHostCode", func(t *testing.T) { workspaceHostCode(t, s) })
+	t.Run("WorkspaceGitAllowList", func(t *testing.T) { workspaceGitAllowList(t, s) })
 	t.Run("WorkspaceRefused", func(t *testing.T) { workspaceRefused(t, s) })
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })
 	t.Run("ReadoptAfterRestart", func(t *testing.T) { readopt(t, s) })

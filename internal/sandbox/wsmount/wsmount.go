@@ -19,12 +19,16 @@
 //  3. It is attached at Target, a directory of the Runner's that no box can
 //     write, which the backend binds (bwrap --bind-fd, Docker's bind).
 //  4. The paths of HostCode are made read-only on top (a read-only clone of
-//     each bound over itself), and .git is bound over itself so that it
-//     is a mount point the box can neither rename nor replace. A path of
-//     HostCode that does not exist gets an empty directory as its
-//     placeholder, owned by the owner, so that the box cannot create it
-//     either; Unmount removes each placeholder it made that is still
-//     empty.
+//     each bound over itself). A path of HostCode that does not exist gets
+//     an empty directory as its placeholder, owned by the owner, so that
+//     the box cannot create it either; Unmount removes each placeholder it
+//     made that is still empty.
+//  5. A .git directory is covered by a git directory of the box's own, a
+//     mount point the box can neither rename nor replace, in which only
+//     what git keeps as data is the host's, writable, and the rest of the
+//     host's is read-only (an allow list: see gitdir.go). The Runner
+//     carries the few files git rewrites at the top (HEAD, the index,
+//     packed-refs, ...) between the box's copies and the host's.
 //
 // A workspace owned by root (uid or gid 0) is refused: its files would
 // show as the box user's and the box would write as root on the host.
@@ -57,12 +61,7 @@ import (
 // read-only (docs/SECURITY.md has the same list). Order matters: .git
 // comes before what is inside it.
 var HostCode = []struct{ Path, Why string }{
-	{".git", "bound over itself (writable) so that the box can neither rename nor replace it with a repository of its own; read-only where it is a file (a worktree's or submodule's gitdir pointer)"},
-	{".git/hooks", "git runs these scripts on the host at the owner's next commit, checkout or push"},
-	{".git/config", "can set core.hooksPath, core.fsmonitor, core.sshCommand, core.pager, filter and diff drivers: commands git runs on the host"},
-	{".git/config.worktree", "the same keys, per worktree, where extensions.worktreeConfig is on"},
-	{".git/modules", "submodules' own git directories: their hooks and config"},
-	{".git/worktrees", "linked worktrees' git directories, with their own config"},
+	{".git", "the box gets a git directory of its own in its place, where only what git keeps as data reaches the host's (GitShared, GitSynced; see gitdir.go); read-only where it is a file (a worktree's or submodule's gitdir pointer), or where it is missing"},
 	{".gitmodules", "submodule URLs and update settings the host's git follows"},
 	{".vscode", "tasks that run on folder open, launch configurations, settings that name programs"},
 	{".idea", "JetBrains run configurations and startup tasks"},
@@ -242,7 +241,11 @@ func Mount(o Options) (Owner, error) {
 		return own, fmt.Errorf("attach the workspace mount at %s: %w", o.Target, err)
 	}
 	if !o.UnsafeHostCode {
-		if err := protect(o.Target, st.Placeholders); err != nil {
+		gitDir, err := protect(o.Target, st.Placeholders)
+		if err == nil && gitDir {
+			err = withRoot(o.Target, func(root int) error { return mountGitDir(root, o, own) })
+		}
+		if err != nil {
 			_ = Unmount(o.Target, o.State)
 			return own, err
 		}
@@ -337,8 +340,12 @@ func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
 		return atomicfile.WriteNoSync(stateFile, b, 0o600)
 	}
 	first := len(st.Placeholders)
+	paths := []string{".git/objects/info"} // the box's own objects/info is bound there
 	for _, h := range HostCode {
-		fd, err := openBeneath(ws, h.Path)
+		paths = append(paths, h.Path)
+	}
+	for _, path := range paths {
+		fd, err := openBeneath(ws, path)
 		if err == nil {
 			unix.Close(fd)
 			continue
@@ -346,7 +353,7 @@ func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
 		if !errors.Is(err, unix.ENOENT) {
 			continue // a symlink on the way: protect refuses it with the reason
 		}
-		if parent := filepath.Dir(h.Path); parent != "." {
+		if parent := filepath.Dir(path); parent != "." {
 			pfd, err := openBeneath(ws, parent)
 			if err != nil {
 				continue // no parent (.git missing): its own placeholder covers it
@@ -358,7 +365,7 @@ func makePlaceholders(ws int, own Owner, stateFile string, st *state) error {
 				continue
 			}
 		}
-		st.Placeholders = append(st.Placeholders, placeholder{Path: h.Path})
+		st.Placeholders = append(st.Placeholders, placeholder{Path: path})
 	}
 	if err := save(); err != nil {
 		return err
@@ -403,17 +410,18 @@ func mkPlaceholder(ws int, rel string, own Owner) (uint64, error) {
 }
 
 // protect binds HostCode read-only over itself under the mounted
-// workspace at target, and .git (a directory) writable over itself. A
-// symlink at one of those paths is refused: a mount cannot cover it, and
-// the box could replace it.
-func protect(target string, placeholders []placeholder) error {
+// workspace at target, except a real .git directory, which mountGitDir
+// covers with the box's own; it reports whether there is one. A symlink
+// at one of those paths is refused: a mount cannot cover it, and the box
+// could replace it.
+func protect(target string, placeholders []placeholder) (gitDir bool, err error) {
 	made := map[string]bool{}
 	for _, p := range placeholders {
 		made[p.Path] = true
 	}
 	root, err := sandbox.OpenNoFollow(unix.AT_FDCWD, target)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unix.Close(root)
 	for _, h := range HostCode {
@@ -422,28 +430,37 @@ func protect(target string, placeholders []placeholder) error {
 			continue // inside a .git that is a file, or a placeholder could not be made
 		}
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-			return fmt.Errorf("workspace: %s goes through a symlink; paddock cannot keep it read-only in the box: replace the link with the file or directory, or start the session with --unsafe-host-code: %w", h.Path, errdefs.ErrConflict)
+			return false, fmt.Errorf("workspace: %s goes through a symlink; paddock cannot keep it read-only in the box: replace the link with the file or directory, or start the session with --unsafe-host-code: %w", h.Path, errdefs.ErrConflict)
 		}
 		if err != nil {
-			return fmt.Errorf("workspace: %s: %w", h.Path, err)
+			return false, fmt.Errorf("workspace: %s: %w", h.Path, err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			err = fmt.Errorf("workspace: %s is a symlink; paddock cannot keep it read-only in the box: replace the link with what it points to, or start the session with --unsafe-host-code: %w", h.Path, errdefs.ErrConflict)
 		}
-		if err == nil {
-			// Only a real .git directory stays writable (pinned);
-			// everything else, a placeholder .git included, is read-only.
-			readOnly := !(h.Path == ".git" && st.Mode&unix.S_IFMT == unix.S_IFDIR && !made[h.Path])
-			err = bindOver(fd, readOnly, h.Path)
+		if err == nil && h.Path == ".git" && st.Mode&unix.S_IFMT == unix.S_IFDIR && !made[h.Path] {
+			gitDir = true // covered by mountGitDir
+		} else if err == nil {
+			err = bindOver(fd, true, h.Path)
 		}
 		unix.Close(fd)
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return gitDir, nil
+}
+
+// withRoot runs f with a descriptor of the mounted workspace at target.
+func withRoot(target string, f func(root int) error) error {
+	root, err := sandbox.OpenNoFollow(unix.AT_FDCWD, target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	return f(root)
 }
 
 // bindOver mounts a clone of what fd names over itself, read-only if asked.
@@ -473,6 +490,11 @@ func Unmount(target, stateFile string) error {
 		if err := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
 			break
 		}
+	}
+	// The box's git directory: its files carried to the host a last
+	// time, then removed.
+	if err := finishGit(gitDirOf(stateFile)); err != nil {
+		return err
 	}
 	b, err := os.ReadFile(stateFile)
 	if errors.Is(err, os.ErrNotExist) {
