@@ -277,7 +277,7 @@ func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool, owne
 		return err
 	}
 	_, err := wsmount.Mount(wsmount.Options{Source: real, Target: b.wsMount(session), State: b.wsState(session),
-		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode, OwnerUID: ownerUID})
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode, OwnerUID: ownerUID, Session: session})
 	return err
 }
 

@@ -659,7 +659,7 @@ func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
 	}
 	mp := b.wsMountPoint(r.ID)
 	own, err := wsmount.Mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
-		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID})
+		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID, Session: r.Session})
 	if err != nil {
 		return nil, err
 	}

@@ -89,10 +89,11 @@ func gitDirOf(state string) string { return strings.TrimSuffix(state, ".json") +
 // <gitDirOf>/sync.json so a final sync after a restarted Runner still
 // knows what each file was when last carried.
 type gitBox struct {
-	Source string `json:"source"`
-	Owner  Owner  `json:"owner"`
-	BoxUID int    `json:"box_uid"`
-	BoxGID int    `json:"box_gid"`
+	Source  string `json:"source"`
+	Session string `json:"session,omitempty"`
+	Owner   Owner  `json:"owner"`
+	BoxUID  int    `json:"box_uid"`
+	BoxGID  int    `json:"box_gid"`
 	// Base is each synced file's content when both sides last agreed, as
 	// a hash ("" for absent).
 	Base map[string]string `json:"base"`
@@ -145,7 +146,7 @@ func mountGitDir(root int, o Options, own Owner) error {
 			unix.Close(b.clone)
 		}
 	}()
-	st := gitBox{Source: o.Source, Owner: own, BoxUID: o.BoxUID, BoxGID: o.BoxGID, Base: map[string]string{}}
+	st := gitBox{Source: o.Source, Session: o.Session, Owner: own, BoxUID: o.BoxUID, BoxGID: o.BoxGID, Base: map[string]string{}}
 	for _, name := range names {
 		var fi unix.Stat_t
 		if err := unix.Fstatat(g, name, &fi, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -559,7 +560,13 @@ func finishGit(dir string) error {
 	syncers.Lock()
 	delete(syncers.m, dir)
 	syncers.Unlock()
-	return removeTree(dir)
+	// What is left of the box's directory is the box's own making: a
+	// failure to remove it never fails the box's stop (the next Mount, or
+	// the box's removal, tries again).
+	if err := removeTree(dir); err != nil {
+		logf().Warn("workspace git: the box's git directory could not be removed", "dir", dir, "err", err)
+	}
+	return nil
 }
 
 // SyncGit carries the git files of the box whose mount has the state file
@@ -655,7 +662,7 @@ func (s *syncer) syncLocked(dir string) error {
 						st.Kept = map[string]string{}
 					}
 					st.Kept[name], changed = bs, true
-					logf().Warn("workspace git: a file the box changed in .git is kept from the host", "workspace", st.Source, "file", ".git/"+name, "why", why)
+					logf().Warn("workspace git: a file the box changed in .git is kept from the host", "session", st.Session, "workspace", st.Source, "file", ".git/"+name, "why", why)
 					continue
 				}
 				if hperm == 0 {
@@ -681,7 +688,7 @@ func (s *syncer) syncLocked(dir string) error {
 				continue
 			}
 			if bs != base && bs != "" {
-				logf().Warn("workspace git: the box and the host both changed a file in .git; the host's is kept", "workspace", st.Source, "file", ".git/"+name)
+				logf().Warn("workspace git: the box and the host both changed a file in .git; the host's is kept", "session", st.Session, "workspace", st.Source, "file", ".git/"+name)
 			}
 			setBase(name, hs, hdata)
 			delete(st.Kept, name)

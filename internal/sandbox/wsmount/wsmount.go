@@ -79,6 +79,8 @@ type Options struct {
 	State string
 	// BoxUID and BoxGID are the host ids the box's user writes as.
 	BoxUID, BoxGID int
+	// Session names the box's session in what wsmount logs (optional).
+	Session string
 	// UnsafeHostCode leaves HostCode writable (the owner's explicit,
 	// per-session choice); the idmap still applies.
 	UnsafeHostCode bool
