@@ -130,7 +130,9 @@ async function showSession(name, asked) {
     for (const e of es.slice(-50).reverse()) {
       const tr = document.createElement("tr");
       cell(tr, new Date(e.time).toLocaleTimeString()); cell(tr, e.kind || "api"); cell(tr, e.decision);
-      cell(tr, e.kind === "egress" ? e.host + ":" + e.port : e.method + " " + e.path); cell(tr, String(e.status || ""));
+      // An egress decision made before any host was named (the offline
+      // posture refuses the connection itself) has neither host nor port.
+      cell(tr, e.kind === "egress" ? (e.host ? e.host + ":" + e.port : "(no host named)") : e.method + " " + e.path); cell(tr, String(e.status || ""));
       cell(tr, String(e.input_tokens || e.bytes_in || 0)); cell(tr, String(e.output_tokens || e.bytes_out || 0)); cell(tr, e.reason || "");
       tb.appendChild(tr);
     }
