@@ -148,12 +148,29 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)
-	err := root.ExecuteContext(ctx)
+	c, err := root.ExecuteContextC(ctx)
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra's own, untyped: a command not called right, as a bad flag.
 		err = usageError{err}
 	}
+	if err != nil && c != nil && argCountError(err) {
+		// cobra's "accepts 1 arg(s), received 0" says what is wrong, not
+		// what to type instead.
+		err = fmt.Errorf("%w; usage: %s (see %s --help)", err, strings.TrimSuffix(c.UseLine(), " [flags]"), c.CommandPath())
+	}
 	return err
+}
+
+// argCountError reports whether err is one of cobra's positional-argument
+// count errors (cobra.ExactArgs and its kin), which name no usage.
+func argCountError(err error) bool {
+	m := err.Error()
+	for _, p := range []string{"accepts ", "requires at least ", "requires at most "} {
+		if strings.HasPrefix(m, p) && strings.Contains(m, " arg") {
+			return true
+		}
+	}
+	return false
 }
 
 // refuseUnknownSubcommands makes every group command under root (one with

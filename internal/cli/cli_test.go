@@ -34,6 +34,8 @@ func TestBadFlagsAreClear(t *testing.T) {
 		{[]string{"--state-dir", dir, "serve", "--proxy-listen", "0.0.0.0:80"}, 2, "not a loopback address"},
 		{[]string{"serve", "--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
 		{[]string{"logs"}, 1, "accepts 1 arg"},
+		{[]string{"logs"}, 1, "usage: paddock logs SESSION (see paddock logs --help)"},
+		{[]string{"egress", "always", "rm"}, 1, "usage: paddock egress always rm HOST[:PORT]"},
 		{[]string{"--state-dir", dir, "logs", "x", "-n", "-1"}, 2, "--tail -1"},
 		{[]string{"--state-dir", dir, "serve", "--config", filepath.Join(dir, "missing.toml")}, 1, "missing.toml"},
 		{[]string{"--state-dir", dir, "credential", "set", "--kind", "password"}, 2, "--kind"},
