@@ -33,6 +33,7 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			if !strings.Contains(got.Reason, "stopped from outside") || !strings.Contains(got.Reason, "paddock wake") {
 				t.Fatalf("reason %q", got.Reason)
 			}
+			e.decidedOnce(id)
 			if out := e.pd("ls", "-a"); !strings.Contains(out, "stopped from outside") {
 				t.Fatalf("ls does not show the reason:\n%s", out)
 			}
@@ -42,6 +43,36 @@ func TestBoxKilledFromOutside(t *testing.T) {
 			e.wakeAndGoOn(name)
 			e.pd("rm", "-f", name)
 		})
+	}
+}
+
+// decidedOnce checks the Runner's log: the end of session id's box was
+// decided once (one "session box ended", no other verdict on it), within
+// a second of the backend's Wait result (decided_ms, from Wait's return
+// to the record saved).
+func (e *env) decidedOnce(id string) {
+	e.t.Helper()
+	ended, other := 0, 0
+	var line string
+	for _, l := range strings.Split(e.log.String(), "\n") {
+		if !strings.Contains(l, "session="+id) {
+			continue
+		}
+		switch {
+		case strings.Contains(l, `msg="session box ended"`):
+			ended++
+			line = l
+		case strings.Contains(l, `msg="session box lost"`), strings.Contains(l, `msg="session failed"`):
+			other++
+		}
+	}
+	if ended != 1 || other != 0 {
+		e.t.Fatalf("the box's end was decided %d times, with %d other verdicts:\n%s", ended, other, e.log.String())
+	}
+	_, ms, _ := strings.Cut(line, "decided_ms=")
+	ms, _, _ = strings.Cut(ms, " ")
+	if n, err := strconv.Atoi(ms); err != nil || n > 1000 {
+		e.t.Fatalf("the box's end was decided %s ms after its backend's Wait returned: %s", ms, line)
 	}
 }
 

@@ -115,6 +115,7 @@ func TestSessionOnKubernetes(t *testing.T) {
 	if !strings.Contains(got.Reason, "paddock wake") {
 		t.Fatalf("reason %q", got.Reason)
 	}
+	e.decidedOnce(id)
 	if st := proxyStatus(t, e.dir, token); st != 401 {
 		t.Fatalf("the deleted pod's token got %d", st)
 	}

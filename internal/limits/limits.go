@@ -69,6 +69,14 @@ func (t *Tracker) Forget(session string) {
 	delete(t.sessions, session)
 }
 
+// Len is how many sessions the tracker counts for (tests: a removed
+// session must leave none).
+func (t *Tracker) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sessions)
+}
+
 // Admit decides whether a request of session may go upstream now. When it
 // may, release must be called when the request ends; when not, reason
 // says which limit, in words for the agent's user.

@@ -19,17 +19,18 @@ import (
 	"github.com/paddockhq/paddock/internal/session"
 )
 
-// activityState is what claude does in each session, in memory: the
-// truth while this Runner runs. save() stamps it into the record it
-// writes and Sessions() lays it over what it reads, so no operation that
-// saves a record it read earlier can put an old activity back.
+// activityState broadcasts the changes of claude's activity in every
+// session (WaitActivity) and bounds the notify commands. Each session's
+// activity itself is in its slot (live.go): the truth while this Runner
+// runs. save() stamps it into the record it writes and Sessions() lays it
+// over what it reads, so no operation that saves a record it read earlier
+// can put an old activity back.
 //
 // Reports change it without the session's lock (a turn must not wait for
 // a wake); everything that looks into the box or restarts claude (pane
 // checks, restarts) takes the lock, so it never races a launch.
 type activityState struct {
 	mu sync.Mutex
-	m  map[string]*actEntry // by session id
 	// changed is closed and replaced at every change (WaitActivity).
 	changed chan struct{}
 	notify  notifier
@@ -47,10 +48,6 @@ type actEntry struct {
 	gen uint64
 	// oomBase is the box's OOM kill count when claude started.
 	oomBase int64
-	// checking: a pane check runs; recheck: another was asked meanwhile.
-	checking, recheck bool
-	// persisting: a save of the activity is on its way.
-	persisting bool
 }
 
 // Bounds on the reports of one box as the Runner reads them, after the
@@ -61,22 +58,10 @@ const (
 	linkReportBurst = 40
 )
 
-// entry returns the session's entry, making it from the record if needed.
-// Call with a.mu held.
-func (st *activityState) entry(s *session.Session) *actEntry {
-	if st.m == nil {
-		st.m = map[string]*actEntry{}
-	}
-	e := st.m[s.ID]
-	if e == nil {
-		e = &actEntry{a: s.Activity, conv: s.ClaudeSessionID}
-		st.m[s.ID] = e
-	}
-	return e
-}
-
-// broadcast wakes every WaitActivity. Call with mu held.
+// broadcast wakes every WaitActivity.
 func (st *activityState) broadcast() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.changed != nil {
 		close(st.changed)
 	}
@@ -95,78 +80,65 @@ func (st *activityState) waitChan() <-chan struct{} {
 
 // stampActivity puts the session's current activity into s (save calls it).
 func (r *Runner) stampActivity(s *session.Session) {
-	r.act.mu.Lock()
-	defer r.act.mu.Unlock()
-	if e := r.act.m[s.ID]; e != nil {
-		s.Activity = e.a
+	if a, ok := r.current(s.ID); ok {
+		s.Activity = a
 	}
 }
 
 // overlayActivity lays the current activities over records read from
 // the store.
 func (r *Runner) overlayActivity(ss []session.Session) {
-	r.act.mu.Lock()
-	defer r.act.mu.Unlock()
 	for i := range ss {
-		if e := r.act.m[ss[i].ID]; e != nil {
-			ss[i].Activity = e.a
+		if a, ok := r.current(ss[i].ID); ok {
+			ss[i].Activity = a
 		}
 	}
 }
 
 // claudeStarted records that claude was just (re)started in s's box: its
 // activity is starting until its SessionStart hook says it waits at its
-// prompt. launch calls it; s is saved by the caller.
+// prompt. launch calls it, under the session's lock; s is saved by the
+// caller. The box's supervisor notes its OOM kills now (a new link's
+// does when it starts).
 func (r *Runner) claudeStarted(s *session.Session) {
 	now := time.Now().UTC()
-	r.act.mu.Lock()
-	e := r.act.entry(s)
+	sl := r.pin(s.ID)
+	defer r.unpin(sl)
+	sl.mu.Lock()
+	e := sl.activityOf(s)
 	e.a = activity.Activity{State: activity.Starting, Since: now}
 	e.conv, e.endReason = s.ClaudeSessionID, ""
 	e.gen++
 	s.Activity = e.a
+	var sup *supervisor
+	if sl.live != nil {
+		sup = sl.live.link.sup
+	}
+	sl.mu.Unlock()
 	r.act.broadcast()
-	r.act.mu.Unlock()
-	go r.oomBaseline(s.ID, s.Backend, s.BoxID)
-}
-
-// oomBaseline notes the box's OOM kill count now, so a later SIGKILL of
-// claude can be told to be the kernel's for want of memory.
-func (r *Runner) oomBaseline(id, backend, boxID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	be, err := r.backend(ctx, backend)
-	if err != nil {
-		return
+	if sup != nil {
+		select {
+		case sup.baseline <- struct{}{}:
+		default:
+		}
 	}
-	mw, ok := be.(sandbox.MemoryWatcher)
-	if !ok {
-		return
-	}
-	n, _, err := mw.OOMKills(ctx, boxID)
-	if err != nil {
-		return
-	}
-	r.act.mu.Lock()
-	if e := r.act.m[id]; e != nil {
-		e.oomBase = n
-	}
-	r.act.mu.Unlock()
 }
 
 // setActivity changes the session's activity, wakes its waiters, runs the
 // notify command on a change to waiting or exited, and saves it in the
 // background.
 func (r *Runner) setActivity(s *session.Session, a activity.Activity) {
-	r.act.mu.Lock()
-	e := r.act.entry(s)
+	sl := r.pin(s.ID)
+	defer r.unpin(sl)
+	sl.mu.Lock()
+	e := sl.activityOf(s)
 	prev := e.a
 	e.a = a
 	if a.State == activity.Exited {
 		e.gen++
 	}
+	sl.mu.Unlock()
 	r.act.broadcast()
-	r.act.mu.Unlock()
 	s.Activity = a
 	r.activityChanged(*s, prev, a)
 }
@@ -187,20 +159,23 @@ func (r *Runner) activityChanged(s session.Session, prev, a activity.Activity) {
 // once the session's lock is free; one save at a time per session, and
 // changes meanwhile ride along with it.
 func (r *Runner) persistActivity(id string) {
-	r.act.mu.Lock()
-	e := r.act.m[id]
-	if e == nil || e.persisting {
-		r.act.mu.Unlock()
+	sl := r.slot(id)
+	if sl == nil {
 		return
 	}
-	e.persisting = true
-	r.act.mu.Unlock()
+	sl.mu.Lock()
+	if sl.persisting {
+		sl.mu.Unlock()
+		return
+	}
+	sl.persisting = true // keeps the slot until the save (idle)
+	sl.mu.Unlock()
 	go func() {
-		unlock := r.sessionLock(id)
+		_, unlock := r.lockSlot(id) // sl, kept by persisting
 		defer unlock()
-		r.act.mu.Lock()
-		e.persisting = false
-		r.act.mu.Unlock()
+		sl.mu.Lock()
+		sl.persisting = false
+		sl.mu.Unlock()
 		s, err := r.reload(id)
 		if err != nil || !s.Live() {
 			return
@@ -209,34 +184,12 @@ func (r *Runner) persistActivity(id string) {
 	}()
 }
 
-// watchEvents reads the reports of the box behind l until its channel
-// ends, and watches the box itself through the backend's Wait. setLive
-// starts it for every new channel.
-func (r *Runner) watchEvents(id string, l *Link) {
-	s, err := r.reload(id)
-	if err != nil {
-		return
-	}
-	r.act.mu.Lock()
-	r.act.entry(&s)
-	r.act.mu.Unlock()
-	go r.waitBox(id, s.Backend, l)
-	// A re-adopted box may have lost claude while no Runner watched; and
-	// a report can be lost (a box may drop them all), so the pane is
-	// looked at now and then too.
-	r.requestCheck(id, l)
-	go func() {
-		t := time.NewTicker(paneCheckEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.Client.Done():
-				return
-			case <-t.C:
-				r.requestCheck(id, l)
-			}
-		}
-	}()
+// readReports reads the activity reports of the box behind l until its
+// channel ends, and hands each to the supervisor on out, which it closes
+// at the end. Bounds: the guest's own, then a token bucket here (reports
+// beyond it are dropped, logged once per channel) and the line length.
+func (r *Runner) readReports(id string, l *Link, out chan<- activity.Report) {
+	defer close(out)
 	st, br, err := l.Client.Events(time.Now().Add(30 * time.Second))
 	if err != nil {
 		var re *channel.RemoteError
@@ -246,8 +199,7 @@ func (r *Runner) watchEvents(id string, l *Link) {
 		}
 		return
 	}
-	defer st.Close()
-	go func() { <-l.Client.Done(); st.Close() }()
+	defer st.Close() // yamux ends the stream's reads when the channel ends
 	lim := activity.Limiter{Rate: linkReportRate, Burst: linkReportBurst}
 	var warned atomic.Bool
 	warn := func(msg string) {
@@ -273,7 +225,11 @@ func (r *Runner) watchEvents(id string, l *Link) {
 			warn("the box sent a malformed activity report; it and later ones like it are dropped (logged once)")
 			continue
 		}
-		r.applyReport(id, l, rep)
+		select {
+		case out <- rep:
+		case <-l.Client.Done():
+			return
+		}
 	}
 }
 
@@ -296,14 +252,15 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// applyReport moves the session's activity as a report says.
-func (r *Runner) applyReport(id string, l *Link, rep activity.Report) {
+// applyReport moves the session's activity as a report says; check says
+// the report may mean claude ended, which a look at its pane tells.
+func (r *Runner) applyReport(sl *slot, rep activity.Report) (check bool) {
 	now := time.Now().UTC()
-	r.act.mu.Lock()
-	e := r.act.m[id]
+	sl.mu.Lock()
+	e := sl.act
 	if e == nil {
-		r.act.mu.Unlock()
-		return
+		sl.mu.Unlock()
+		return false
 	}
 	e.conv = activity.Conversation(e.conv, rep)
 	if rep.Event == activity.EventSessionEnd && rep.SessionID == e.conv {
@@ -313,49 +270,21 @@ func (r *Runner) applyReport(id string, l *Link, rep activity.Report) {
 	next, changed, effect := activity.Apply(e.a, rep, e.conv, now)
 	if changed {
 		e.a = next
+	}
+	sl.mu.Unlock()
+	if changed {
 		r.act.broadcast()
 	}
-	r.act.mu.Unlock()
 	if effect == activity.CheckPane {
-		r.log.Debug("box reports a possible end of claude", logkey.Session, id, "event", rep.Event)
-		r.requestCheck(id, l)
+		r.log.Debug("box reports a possible end of claude", logkey.Session, sl.id, "event", rep.Event)
 	}
 	if changed {
-		if s, err := r.reload(id); err == nil {
+		if s, err := r.reload(sl.id); err == nil {
 			s.Activity = next
 			r.activityChanged(s, prev, next)
 		}
 	}
-}
-
-// requestCheck looks at claude's pane soon, once even if asked often.
-func (r *Runner) requestCheck(id string, l *Link) {
-	r.act.mu.Lock()
-	e := r.act.m[id]
-	if e == nil {
-		r.act.mu.Unlock()
-		return
-	}
-	if e.checking {
-		e.recheck = true
-		r.act.mu.Unlock()
-		return
-	}
-	e.checking = true
-	r.act.mu.Unlock()
-	go func() {
-		for {
-			r.checkPane(id, l)
-			r.act.mu.Lock()
-			if !e.recheck {
-				e.checking = false
-				r.act.mu.Unlock()
-				return
-			}
-			e.recheck = false
-			r.act.mu.Unlock()
-		}
-	}()
+	return effect == activity.CheckPane
 }
 
 // paneTimeout bounds the look at claude's pane; paneCheckEvery is how
@@ -368,7 +297,10 @@ const (
 // checkPane asks tmux in the box whether claude's pane is dead and, if it
 // is, records claude's exit and applies the restart policy. It runs under
 // the session's lock, so it never sees the tmux of a launch in progress.
-func (r *Runner) checkPane(id string, l *Link) {
+//
+// The supervisor runs it, one at a time.
+func (r *Runner) checkPane(sl *slot, l *Link) {
+	id := sl.id
 	unlock := r.sessionLock(id)
 	defer unlock()
 	lv := r.getLive(id)
@@ -379,11 +311,11 @@ func (r *Runner) checkPane(id string, l *Link) {
 	if err != nil || s.Observed != session.Running || s.Frozen { // a frozen box answers nothing
 		return
 	}
-	r.act.mu.Lock()
-	e := r.act.entry(&s)
+	sl.mu.Lock()
+	e := sl.activityOf(&s)
 	already := e.a.State == activity.Exited
 	endReason, oomBase := e.endReason, e.oomBase
-	r.act.mu.Unlock()
+	sl.mu.Unlock()
 	if already {
 		return
 	}
@@ -392,7 +324,7 @@ func (r *Runner) checkPane(id string, l *Link) {
 	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "sh", "-c",
 		`tmux -L `+TmuxSocket+` display-message -p -t `+TmuxSession+` '#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}' 2>&1; c=$?; echo `+exitMark+`; head -c 16 `+claudeExitFile+` 2>/dev/null; exit $c`)
 	if err != nil {
-		return // the channel is in trouble: watchLink sees to that
+		return // the channel is in trouble: the supervisor sees to that
 	}
 	tmuxOut, recorded, _ := strings.Cut(out, exitMark+"\n")
 	ex, dead := parsePane(tmuxOut, code)
@@ -414,7 +346,7 @@ func (r *Runner) checkPane(id string, l *Link) {
 	a := activity.Ended(ex, time.Now().UTC())
 	r.setActivity(&s, a)
 	r.log.Warn("claude exited", logkey.Session, s.ID, "exit_status", a.ExitStatus, "signal", a.Signal, logkey.Reason, a.Reason)
-	r.supervise(&s)
+	r.applyRestartPolicy(&s, l)
 }
 
 // parsePane reads `#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}`
@@ -501,10 +433,11 @@ func signalNumber(name string) int {
 	return 0
 }
 
-// supervise applies the session's restart policy to claude's exit: a
-// restart with --resume after the backoff, or the reason it stays exited.
-// Call with the session's lock held; it saves s.
-func (r *Runner) supervise(s *session.Session) {
+// applyRestartPolicy applies the session's restart policy to claude's
+// exit: a restart with --resume after the backoff (the box's supervisor
+// keeps the timer), or the reason it stays exited. Call with the
+// session's lock held; it saves s.
+func (r *Runner) applyRestartPolicy(s *session.Session, l *Link) {
 	d := activity.Decide(s.Restart, s.Activity, s.Restarts, time.Now())
 	if !d.Restart {
 		if s.Restart != activity.RestartNo && s.Activity.Failed() {
@@ -515,16 +448,23 @@ func (r *Runner) supervise(s *session.Session) {
 		return
 	}
 	_ = r.save(s)
-	r.act.mu.Lock()
-	gen := r.act.entry(s).gen
-	r.act.mu.Unlock()
-	lv := r.getLive(s.ID)
-	if lv == nil {
-		return
-	}
+	sl := r.slot(s.ID) // under the session's lock: there is one
+	sl.mu.Lock()
+	gen := sl.activityOf(s).gen
+	sl.mu.Unlock()
 	r.log.Info("claude will be restarted", logkey.Session, s.ID, "in", d.Delay.String(), logkey.Reason, d.Why)
-	id, link, reason := s.ID, lv.link, s.Activity.Reason
-	time.AfterFunc(d.Delay, func() { r.restartClaude(id, link, gen, reason) })
+	req := restartReq{delay: d.Delay, gen: gen, reason: s.Activity.Reason}
+	for { // the latest request wins: one restart timer per box
+		select {
+		case l.sup.restart <- req:
+			return
+		default:
+		}
+		select {
+		case <-l.sup.restart:
+		default:
+		}
+	}
 }
 
 // restartClaude starts claude again with --resume in a box whose claude
@@ -536,10 +476,11 @@ func (r *Runner) restartClaude(id string, l *Link, gen uint64, reason string) {
 	if lv == nil || lv.link != l || r.stopping.Load() {
 		return
 	}
-	r.act.mu.Lock()
-	e := r.act.m[id]
+	sl := r.slot(id)
+	sl.mu.Lock()
+	e := sl.act
 	current := e != nil && e.gen == gen && e.a.State == activity.Exited
-	r.act.mu.Unlock()
+	sl.mu.Unlock()
 	s, err := r.reload(id)
 	if !current || err != nil || s.Observed != session.Running {
 		return
@@ -588,60 +529,6 @@ func (r *Runner) wakeExited(ctx context.Context, ref string) (s session.Session,
 	s.Restarts.Recent = nil
 	r.log.Info("claude woken", logkey.Session, s.ID)
 	return s, true, r.save(&s)
-}
-
-// waitBox waits, through the backend's Wait, for the box behind l to
-// end. If it ended without the Runner asking (no sleep or rm took the
-// session's channel away first), claude's activity becomes exited with
-// the box's reason; watchLink marks the session asleep.
-func (r *Runner) waitBox(id, backend string, l *Link) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	be, err := r.backend(ctx, backend)
-	if err != nil {
-		return
-	}
-	w, ok := be.(sandbox.Waiter)
-	if !ok {
-		return
-	}
-	go func() {
-		<-l.Client.Done()
-		time.Sleep(10 * time.Second) // the box's end may follow its channel's
-		cancel()
-	}()
-	st, err := w.Wait(ctx, l.BoxID)
-	if err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-		return
-	}
-	unlock := r.sessionLock(id)
-	defer unlock()
-	s, err := r.reload(id)
-	if err != nil || r.stopping.Load() {
-		return
-	}
-	lv := r.getLive(id)
-	ours := lv != nil && lv.link == l || lv == nil && s.Desired == session.Running && s.Observed != session.Running && s.BoxID == l.BoxID
-	if !ours {
-		return
-	}
-	r.stampActivity(&s)
-	if s.Activity.State == activity.Exited {
-		return
-	}
-	reason := "its box stopped"
-	if st.OOMKilled {
-		reason = "its box was killed: out of memory"
-		if lim := r.limits().WithDefaults().MemoryBytes; lim > 0 {
-			reason += fmt.Sprintf(" (limit %d MiB)", lim>>20)
-		}
-	}
-	a := activity.Activity{State: activity.Exited, Since: time.Now().UTC(), ExitStatus: -1, Reason: reason}
-	if st.Code >= 0 {
-		a.ExitStatus = st.Code
-	}
-	r.setActivity(&s, a)
-	r.log.Warn("session box ended", logkey.Session, id, "exit_status", st.Code, "oom_killed", st.OOMKilled)
 }
 
 // WaitActivity blocks until the session's claude is in state want, the

@@ -215,26 +215,27 @@ func TestApprovalExpiryArmed(t *testing.T) {
 		{Rule: "c.example.com", By: "ben"}, // no end
 		{Rule: "d.example.com", Until: now.Add(900 * time.Millisecond), By: "ben"},
 	}}
-	armed := func() bool {
-		r.pmu.Lock()
-		defer r.pmu.Unlock()
-		return r.expiry[s.ID] != nil
+	timer := func() *time.Timer {
+		sl := r.slot(s.ID)
+		if sl == nil {
+			return nil
+		}
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		return sl.expiry
 	}
+	armed := func() bool { return timer() != nil }
 	if _, err := r.setPolicy(&s); err != nil {
 		t.Fatal(err)
 	}
 	if !armed() {
 		t.Fatal("no timer for the approvals' ends")
 	}
-	r.pmu.Lock()
-	first := r.expiry[s.ID]
-	r.pmu.Unlock()
+	first := timer()
 	// Past b's end: armed again, for d's.
 	var second *time.Timer
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		r.pmu.Lock()
-		second = r.expiry[s.ID]
-		r.pmu.Unlock()
+		second = timer()
 		if second != nil && second != first {
 			break
 		}
@@ -262,6 +263,9 @@ func TestApprovalExpiryArmed(t *testing.T) {
 	r.dropPolicy(s.ID)
 	if armed() {
 		t.Fatal("a dropped policy left its timer")
+	}
+	if n := r.slotCount(); n != 0 {
+		t.Fatalf("a dropped policy left the session in memory (%d slots)", n)
 	}
 }
 

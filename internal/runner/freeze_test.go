@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +29,13 @@ import (
 func freezeRunner(t testing.TB, change func(*config.Config)) (*Runner, *fakeapi.Server) {
 	t.Helper()
 	backends := testBackends(t)
+	return runnerWith(t, map[string]sandbox.Backend{"local": backends["local"], "docker": backends["docker"]}, nil, change)
+}
+
+// runnerWith serves a Runner on backends, with the fake upstream (for
+// the owner's OAuth token) and log (nil: none).
+func runnerWith(t testing.TB, backends map[string]sandbox.Backend, log *slog.Logger, change func(*config.Config)) (*Runner, *fakeapi.Server) {
+	t.Helper()
 	fake := fakeapi.New(ownerOAuth)
 	up := httptest.NewServer(fake)
 	t.Cleanup(up.Close)
@@ -39,7 +47,7 @@ func freezeRunner(t testing.TB, change func(*config.Config)) (*Runner, *fakeapi.
 		change(&cfg)
 	}
 	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth},
-		Backends: map[string]sandbox.Backend{"local": backends["local"], "docker": backends["docker"]}})
+		Log: log, Backends: backends})
 	if err != nil {
 		t.Fatal(err)
 	}

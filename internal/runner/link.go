@@ -37,6 +37,8 @@ type Link struct {
 	BoxID   string
 	Client  *channel.Client
 
+	sup *supervisor // set once, when the link is installed (setLive)
+
 	open          atomic.Int32 // forwarded connections open (serveForwards)
 	warned        atomic.Bool  // the limit on them was logged
 	warnedService atomic.Bool  // an unknown service was logged

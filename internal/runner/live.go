@@ -5,14 +5,77 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/activity"
+	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/mirror"
 	"github.com/paddockhq/paddock/internal/sandbox"
 	"github.com/paddockhq/paddock/internal/session"
 )
 
-// live is what the Runner holds in memory for a running session.
+// The Runner's memory of its sessions is one slot per session, in one map
+// (sessionsState). A slot is made when something needs it (an operation
+// on the session, a policy, a running box) and dropped as soon as nothing
+// does (no operation holds or waits for it, no box is linked, no egress
+// policy is installed): an asleep or removed session costs the Runner no
+// memory, and a Runner that lives for months keeps nothing of the sessions
+// it had. Everything a running session has hangs off its slot: its link
+// and claude's environment (live), the terminal mirror, claude's activity,
+// its egress policy and the timer of its approvals' ends, the operation in
+// progress; and one supervising goroutine per linked box (supervise.go)
+// decides, once, how that box ended.
+//
+// Lock order, outermost first; a goroutine holding one may take those
+// below it, never those above:
+//
+//  1. slot.op: one operation on one session at a time (create, start,
+//     sleep, wake, rm, set, freeze, thaw, a restart of claude, the
+//     supervisor's decision that the box died, a save of its activity).
+//     Taken only through lockSlot/sessionLock.
+//  2. sessionsState.mu: the map of slots and each slot's reference count.
+//  3. slot.mu: the slot's fields below it.
+//  4. live.mmu: the terminal mirror.
+//  5. activityState.mu: the broadcast of activity changes.
+//
+// Nothing blocking (a backend call, a command in the box) runs under 2–5.
+
+// sessionsState is the Runner's session bookkeeping.
+type sessionsState struct {
+	mu sync.Mutex
+	m  map[string]*slot // by session id
+}
+
+// slot is everything the Runner holds in memory for one session.
+type slot struct {
+	id string
+	op sync.Mutex // lock order 1
+
+	// refs counts the goroutines that hold op or wait for it; under
+	// sessionsState.mu.
+	refs int
+
+	mu sync.Mutex // lock order 3; guards what follows
+	// owner is the session's owner, as last saved or read (the proxy
+	// asks for it on every request); known says it is set.
+	owner      session.Person
+	ownerKnown bool
+	// noOwnCred: the session has no credential of its own (credentialOf).
+	noOwnCred bool
+	// ending is the operation ending its box now (Session.Ending).
+	ending session.Op
+	// act is claude's activity (activity.go); nil until claude starts or
+	// a box is linked in this Runner.
+	act *actEntry
+	// live is the running box's side, nil when none is linked.
+	live *live
+	// policy is its egress policy (none: offline), expiry the timer of
+	// its next timed approval's end (armExpiryLocked).
+	policy *egress.Policy
+	expiry *time.Timer
+	// persisting: a save of the activity is on its way (persistActivity).
+	persisting bool
+}
+
+// live is what the Runner holds for a running, linked session.
 type live struct {
 	link *Link
 	env  []string // claude's environment, also used by exec and attach
@@ -21,121 +84,113 @@ type live struct {
 	mirror *mirror.Mirror // the terminal mirror, started on the first attach
 }
 
-// sessionsState is the Runner's session bookkeeping.
-type sessionsState struct {
-	mu    sync.Mutex             // guards live and locks
-	live  map[string]*live       // by session id
-	locks map[string]*sync.Mutex // one operation at a time per session
+// idle says nothing keeps the slot. Call with sessionsState.mu held.
+func (sl *slot) idle() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.refs == 0 && sl.live == nil && sl.policy == nil && sl.expiry == nil && !sl.persisting
 }
 
-func (r *Runner) sessionLock(id string) func() {
+// slot returns the session's slot if it has one, without making one.
+func (r *Runner) slot(id string) *slot {
 	r.sess.mu.Lock()
-	l := r.sess.locks[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		r.sess.locks[id] = l
+	defer r.sess.mu.Unlock()
+	return r.sess.m[id]
+}
+
+// pin returns the session's slot, made if needed, with a reference the
+// caller gives back with unpin.
+func (r *Runner) pin(id string) *slot {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	sl := r.sess.m[id]
+	if sl == nil {
+		sl = &slot{id: id}
+		if r.sess.m == nil {
+			r.sess.m = map[string]*slot{}
+		}
+		r.sess.m[id] = sl
 	}
-	r.sess.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	sl.refs++
+	return sl
+}
+
+// unpin gives back pin's reference and drops the slot if nothing keeps it.
+func (r *Runner) unpin(sl *slot) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	sl.refs--
+	r.dropIdleLocked(sl)
+}
+
+// dropIdleLocked drops sl from the map if nothing keeps it. Under
+// sessionsState.mu.
+func (r *Runner) dropIdleLocked(sl *slot) {
+	if sl.idle() && r.sess.m[sl.id] == sl {
+		delete(r.sess.m, sl.id)
+	}
+}
+
+// dropIfIdle drops sl if nothing keeps it (after its policy or a save
+// went away outside an operation).
+func (r *Runner) dropIfIdle(sl *slot) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	r.dropIdleLocked(sl)
+}
+
+// lockSlot takes the session's operation lock; the caller runs unlock.
+func (r *Runner) lockSlot(id string) (*slot, func()) {
+	sl := r.pin(id)
+	sl.op.Lock()
+	return sl, func() {
+		sl.op.Unlock()
+		r.unpin(sl)
+	}
+}
+
+// sessionLock takes the session's operation lock; the caller runs the
+// function it returns.
+func (r *Runner) sessionLock(id string) func() {
+	_, unlock := r.lockSlot(id)
+	return unlock
+}
+
+// slotCount is how many sessions the Runner holds in memory (tests).
+func (r *Runner) slotCount() int {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	return len(r.sess.m)
 }
 
 func (r *Runner) getLive(id string) *live {
-	r.sess.mu.Lock()
-	defer r.sess.mu.Unlock()
-	return r.sess.live[id]
+	sl := r.slot(id)
+	if sl == nil {
+		return nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.live
 }
 
+// setLive installs the session's running side (nil: none), under the
+// session's lock. A new link gets its supervisor (supervise.go); the old
+// link ends unless the new state keeps using it (set, a restart of claude).
 func (r *Runner) setLive(id string, l *live) {
-	r.sess.mu.Lock()
-	defer r.sess.mu.Unlock()
-	// The old channel ends unless the new state keeps using it (set).
-	if old := r.sess.live[id]; old != nil && old.link != nil && (l == nil || l.link != old.link) {
+	sl := r.slot(id)
+	if sl == nil { // under the session's lock, so never: but no slot, no live
+		return
+	}
+	sl.mu.Lock()
+	old := sl.live
+	sl.live = l
+	sl.mu.Unlock()
+	if old != nil && old.link != nil && (l == nil || l.link != old.link) {
 		old.link.Close()
 	}
-	if l != nil && l.link != nil {
-		if old := r.sess.live[id]; old == nil || old.link != l.link {
-			go r.watchLink(id, l.link)
-			go r.watchEvents(id, l.link) // claude's activity (activity.go)
-		}
+	if l != nil && l.link != nil && (old == nil || old.link != l.link) {
+		r.startSupervisor(sl, l.link)
 	}
-	if l == nil {
-		delete(r.sess.live, id)
-	} else {
-		r.sess.live[id] = l
-	}
-}
-
-// watchLink waits for a live session's channel to end. An end the Runner
-// did not ask for (sleep, rm and shutdown all replace or drop the link
-// first, or set stopping) means the box died or was killed from outside:
-// the session's token is revoked and the session is marked asleep, or
-// failed if its box is gone, with the reason; paddock wake resumes it.
-func (r *Runner) watchLink(id string, l *Link) {
-	<-l.Client.Done()
-	current := func() bool {
-		lv := r.getLive(id)
-		return !r.stopping.Load() && lv != nil && lv.link == l
-	}
-	if !current() {
-		return
-	}
-	unlock := r.sessionLock(id)
-	defer unlock()
-	if !current() {
-		return
-	}
-	s, err := r.reload(id)
-	if err != nil {
-		r.log.Error("box channel lost: reload session", logkey.Session, id, logkey.Error, err)
-		return
-	}
-	_ = r.detach(id)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	be, err := r.backend(ctx, s.Backend)
-	if err != nil {
-		r.fail(&s, "lost the channel to its box, and its backend: "+err.Error())
-		return
-	}
-	// A box killed from outside may still read as running for a moment
-	// after its channel ended (Docker updates its state asynchronously).
-	var bx sandbox.Box
-	for i := 0; ; i++ {
-		bx, err = be.Inspect(ctx, s.BoxID)
-		if err != nil || bx.State != sandbox.StateRunning || i == 30 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	switch {
-	case errdefs.Is(err, errdefs.ErrNotFound):
-		r.fail(&s, "its box disappeared (removed from outside paddock); paddock wake makes a new one on the same volume")
-		return
-	case err != nil:
-		r.fail(&s, "lost the channel to its box: inspect: "+err.Error())
-		return
-	case bx.State == sandbox.StateRunning:
-		// Alive but unreachable: a box paddock cannot control must not
-		// keep running; stop it so wake starts it clean.
-		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-			r.fail(&s, "lost the channel to its box, and could not stop it: "+err.Error())
-			return
-		}
-		s.Reason = "lost the channel to its box; paddock stopped it; paddock wake resumes it"
-	default:
-		s.Reason = "its box stopped from outside paddock (killed, or it exited); paddock wake resumes it"
-		// What the backend holds for a running box goes now, not at the
-		// next wake: the host workspace's view and its placeholders in
-		// the owner's directory, cgroups. Stop of a stopped box does that.
-		if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {
-			r.log.Warn("box stopped from outside: release what it held", logkey.Session, s.ID, logkey.Error, err)
-		}
-	}
-	s.Observed = session.Asleep
-	s.Frozen, s.FrozenAt = false, time.Time{} // a frozen box killed from outside is no longer frozen
-	_ = r.save(&s)
-	r.log.Warn("session box lost", logkey.Session, s.ID, logkey.Reason, s.Reason)
 }
 
 // lockSession is how every operation on one session begins: wait for the
@@ -164,6 +219,7 @@ func (r *Runner) lockSession(ctx context.Context, ref string, op session.Op) (se
 
 // detach cuts a session's live side in the Runner: its token is revoked
 // (refused from now on), its egress policy dropped, its channel closed.
+// Under the session's lock.
 func (r *Runner) detach(id string) error {
 	if err := r.tokens.Revoke(id); err != nil {
 		return err
@@ -184,9 +240,15 @@ func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (
 	}
 	// From the detach on, the session says what is ending it (Ending),
 	// until the operation is over.
-	r.ending.Store(s.ID, op)
+	sl := r.slot(s.ID)
+	setEnding := func(op session.Op) {
+		sl.mu.Lock()
+		sl.ending = op
+		sl.mu.Unlock()
+	}
+	setEnding(op)
 	unlock := func() {
-		r.ending.Delete(s.ID)
+		setEnding("")
 		locked()
 	}
 	if err := r.detach(s.ID); err != nil {
@@ -199,4 +261,27 @@ func (r *Runner) lockAndDetach(ctx context.Context, ref string, op session.Op) (
 		return s, nil, nil, err
 	}
 	return s, be, unlock, nil
+}
+
+// activityOf is the session's activity entry, made from s if it has none.
+// Under sl.mu.
+func (sl *slot) activityOf(s *session.Session) *actEntry {
+	if sl.act == nil {
+		sl.act = &actEntry{a: s.Activity, conv: s.ClaudeSessionID}
+	}
+	return sl.act
+}
+
+// current is the session's activity in memory, if the Runner has one.
+func (r *Runner) current(id string) (activity.Activity, bool) {
+	sl := r.slot(id)
+	if sl == nil {
+		return activity.Activity{}, false
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.act == nil {
+		return activity.Activity{}, false
+	}
+	return sl.act.a, true
 }

@@ -51,36 +51,26 @@ func (r *Runner) usesOwnersCredential(p session.Person) bool {
 	return p.UID == r.self.UID || p.UID == 0
 }
 
-// owners caches each session's owner for the proxy's per-request lookups.
-type owners struct {
-	mu sync.Mutex
-	m  map[string]session.Person
-}
-
-func (o *owners) set(id string, p session.Person) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m = map[string]session.Person{}
-	}
-	o.m[id] = p
-}
-
-func (o *owners) get(id string) (session.Person, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	p, ok := o.m[id]
-	return p, ok
-}
-
 // ownerOf is a session's owner; the Runner's user for one it cannot find.
+// The proxy asks on every request: a session in memory (a running one)
+// answers from its slot.
 func (r *Runner) ownerOf(id string) session.Person {
-	if p, ok := r.owners.get(id); ok {
-		return p
+	sl := r.slot(id)
+	if sl != nil {
+		sl.mu.Lock()
+		p, ok := sl.owner, sl.ownerKnown
+		sl.mu.Unlock()
+		if ok {
+			return p
+		}
 	}
 	if s, err := r.reload(id); err == nil {
 		r.fillOwner(&s)
-		r.owners.set(id, s.Owner)
+		if sl != nil {
+			sl.mu.Lock()
+			sl.owner, sl.ownerKnown = s.Owner, true
+			sl.mu.Unlock()
+		}
 		return s.Owner
 	}
 	return r.self

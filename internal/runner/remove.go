@@ -34,7 +34,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 			return s, err
 		}
 	}
-	r.noOwnCred.Delete(s.ID)
+	r.usage.Forget(s.ID) // its log keeps what it used
 	if err := r.sessionCredFile(s.ID).Remove(); err != nil {
 		return s, err
 	}

@@ -95,21 +95,17 @@ type Runner struct {
 	priceCache  sync.Map        // model → chargedPrice, up to priceCacheMax (usage.go)
 	priceCached atomic.Int32
 	userCreds   userCredCache    // people's stored credentials as last read (people.go)
-	ending      sync.Map         // session id → the session.Op ending its box now (Session.Ending)
 	self        session.Person   // the Runner's own user
-	owners      owners           // each session's owner, for the proxy
 	login       *oauth.Authority // paddock's own login, refreshed here alone
 	pending     pendingLogins
 	ulogins     userLogins  // the members' own logins
 	ca          *tlsterm.CA // terminates TLS for DirectHost (anthropic.direct)
 	metrics     *metrics.Metrics
-	pmu         sync.Mutex
-	noOwnCred   sync.Map                  // session ids known to have no credential of their own
-	policies    map[string]*egress.Policy // by session id; none means offline
-	expiry      map[string]*time.Timer    // by session id: its next timed approval's end (armExpiryLocked)
 
+	// sess holds each session the Runner has in memory, one slot each
+	// (live.go, where the lock order is written down).
 	sess sessionsState
-	act  activityState // what claude does in each session (activity.go)
+	act  activityState // changes of claude's activity, broadcast (activity.go)
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
 	// stopping is set when Serve shuts down: channels that end then were
@@ -138,10 +134,10 @@ func New(opts Options) (_ *Runner, err error) {
 	quietKlog(opts.Log)
 	wsmount.SetLogger(opts.Log.With("component", "workspace"))
 	r := &Runner{opts: opts, log: opts.Log, started: time.Now().UTC(), boxConns: newChanListener(),
-		egressConns: newChanListener(), policies: map[string]*egress.Policy{}, expiry: map[string]*time.Timer{},
-		sess:     sessionsState{live: map[string]*live{}, locks: map[string]*sync.Mutex{}},
-		adopted:  make(chan struct{}),
-		backends: map[string]sandbox.Backend{}}
+		egressConns: newChanListener(),
+		sess:        sessionsState{m: map[string]*slot{}},
+		adopted:     make(chan struct{}),
+		backends:    map[string]sandbox.Backend{}}
 	for k, v := range opts.Backends {
 		r.backends[k] = v
 	}
@@ -265,9 +261,13 @@ func New(opts Options) (_ *Runner, err error) {
 }
 
 func (r *Runner) policy(session string) *egress.Policy {
-	r.pmu.Lock()
-	defer r.pmu.Unlock()
-	return r.policies[session]
+	sl := r.slot(session)
+	if sl == nil {
+		return nil
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.policy
 }
 
 // setPolicy installs a session's egress policy (none for offline).
@@ -285,14 +285,12 @@ func (r *Runner) setPolicy(s *session.Session) (int, error) {
 			return 0, err
 		}
 	}
-	r.pmu.Lock()
-	if p == nil {
-		delete(r.policies, s.ID)
-	} else {
-		r.policies[s.ID] = p
-	}
-	r.armExpiryLocked(s.ID, p)
-	r.pmu.Unlock()
+	sl := r.pin(s.ID)
+	sl.mu.Lock()
+	sl.policy = p
+	r.armExpiryLocked(sl)
+	sl.mu.Unlock()
+	r.unpin(sl)
 	return r.egress.Recheck(s.ID), nil
 }
 
@@ -301,12 +299,13 @@ func (r *Runner) setPolicy(s *session.Session) (int, error) {
 // matching an approval by themselves, and the check cuts a tunnel that it
 // alone allowed. One timer per session, replaced with each policy (so a
 // Runner started again arms it from the stored approvals), stopped with
-// the policy. Under pmu.
-func (r *Runner) armExpiryLocked(id string, p *egress.Policy) {
-	if t := r.expiry[id]; t != nil {
-		t.Stop()
-		delete(r.expiry, id)
+// the policy. Under sl.mu.
+func (r *Runner) armExpiryLocked(sl *slot) {
+	if sl.expiry != nil {
+		sl.expiry.Stop()
+		sl.expiry = nil
 	}
+	p := sl.policy
 	if p == nil {
 		return
 	}
@@ -322,23 +321,27 @@ func (r *Runner) armExpiryLocked(id string, p *egress.Policy) {
 	}
 	var t *time.Timer
 	t = time.AfterFunc(time.Until(next)+10*time.Millisecond, func() {
-		r.egress.Recheck(id)
-		r.pmu.Lock()
-		defer r.pmu.Unlock()
-		if r.expiry[id] == t { // not replaced meanwhile: on to the next one
-			r.armExpiryLocked(id, r.policies[id])
+		r.egress.Recheck(sl.id)
+		sl.mu.Lock()
+		if sl.expiry == t { // not replaced meanwhile: on to the next one
+			r.armExpiryLocked(sl)
 		}
+		sl.mu.Unlock()
+		r.dropIfIdle(sl)
 	})
-	r.expiry[id] = t
+	sl.expiry = t
 }
 
 // dropPolicy ends a session's egress: its tunnels are cut, its waiting
 // connections refused.
 func (r *Runner) dropPolicy(id string) {
-	r.pmu.Lock()
-	delete(r.policies, id)
-	r.armExpiryLocked(id, nil)
-	r.pmu.Unlock()
+	if sl := r.slot(id); sl != nil {
+		sl.mu.Lock()
+		sl.policy = nil
+		r.armExpiryLocked(sl)
+		sl.mu.Unlock()
+		r.dropIfIdle(sl)
+	}
 	if r.egress != nil {
 		r.egress.Recheck(id)
 	}
@@ -575,10 +578,12 @@ func (r *Runner) Serve(ctx context.Context) error {
 	// Boxes keep running; only this Runner's channels to them end.
 	r.stopping.Store(true)
 	r.sess.mu.Lock()
-	for _, lv := range r.sess.live {
-		if lv.link != nil {
-			lv.link.Close()
+	for _, sl := range r.sess.m {
+		sl.mu.Lock()
+		if sl.live != nil && sl.live.link != nil {
+			sl.live.link.Close()
 		}
+		sl.mu.Unlock()
 	}
 	r.sess.mu.Unlock()
 	r.log.Info("paddock runner stopped")

@@ -24,9 +24,11 @@ func (r *Runner) Sessions(context.Context) ([]session.Session, error) {
 		var s session.Session
 		if json.Unmarshal(kv.Value, &s) == nil {
 			r.fillOwner(&s)
-			r.owners.set(s.ID, s.Owner)
-			if op, ok := r.ending.Load(s.ID); ok {
-				s.Ending = op.(session.Op)
+			if sl := r.slot(s.ID); sl != nil {
+				sl.mu.Lock()
+				sl.owner, sl.ownerKnown = s.Owner, true
+				s.Ending = sl.ending
+				sl.mu.Unlock()
 			}
 			out = append(out, s)
 		}
@@ -41,7 +43,11 @@ func (r *Runner) save(s *session.Session) error {
 	s.YourRole = "" // per caller, never stored
 	s.Ending = ""   // while an operation runs, never stored
 	r.fillOwner(s)
-	r.owners.set(s.ID, s.Owner)
+	if sl := r.slot(s.ID); sl != nil {
+		sl.mu.Lock()
+		sl.owner, sl.ownerKnown = s.Owner, true
+		sl.mu.Unlock()
+	}
 	r.stampActivity(s) // the activity in memory is the current one
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -76,7 +82,14 @@ func (r *Runner) credentialOf(id string) (credential.Credential, error) {
 	// Most sessions have no credential of their own: that is remembered,
 	// not looked for on every request (the file is written only when the
 	// session is made, before its first request).
-	if _, none := r.noOwnCred.Load(id); !none {
+	sl := r.slot(id)
+	none := false
+	if sl != nil {
+		sl.mu.Lock()
+		none = sl.noOwnCred
+		sl.mu.Unlock()
+	}
+	if !none {
 		c, err := r.sessionCredFile(id).Load()
 		if err == nil {
 			c.Source, c.User = "session", owner.Name
@@ -85,7 +98,11 @@ func (r *Runner) credentialOf(id string) (credential.Credential, error) {
 		if !errors.Is(err, credential.ErrMissing) {
 			return credential.Credential{}, err
 		}
-		r.noOwnCred.Store(id, true)
+		if sl != nil {
+			sl.mu.Lock()
+			sl.noOwnCred = true
+			sl.mu.Unlock()
+		}
 	}
 	return r.credentialOfPerson(owner)
 }
