@@ -71,7 +71,7 @@ func (r *Runner) reconcileOne(ctx context.Context, s *session.Session) {
 	}
 	if bx.State != sandbox.StateRunning {
 		_ = r.tokens.Revoke(s.ID)
-		// As in watchLink: release what the stopped box still holds (its
+		// As in boxEnded: release what the stopped box still holds (its
 		// workspace view and placeholders), as a stop would have.
 		if bx.State == sandbox.StateStopped && s.Workspace != "" {
 			if err := be.Stop(ctx, s.BoxID, sandbox.StopOptions{Timeout: time.Second}); err != nil && !errdefs.Is(err, errdefs.ErrNotFound) {

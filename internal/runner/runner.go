@@ -106,7 +106,7 @@ type Runner struct {
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
 	// stopping is set when Serve shuts down: channels that end then were
-	// ended by the Runner, not lost (see watchLink).
+	// ended by the Runner, not lost (see supervise.go).
 	stopping atomic.Bool
 	// adopted is closed when the start-up reconciliation is done; session
 	// operations wait for it, so none races a re-adoption.
@@ -178,56 +178,15 @@ func New(opts Options) (_ *Runner, err error) {
 	r.login = &oauth.Authority{Store: oauth.Store{Path: LoginFile(opts.StateDir)},
 		Client: &oauth.Client{Endpoints: endpoints(cc.OAuth)}, Log: r.log.With(logkey.Component, "login")}
 	r.cred.Paddock = r.login
-	up, err := config.ParseUpstream(opts.Config.Anthropic.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	r.upstream = up.String()
-	pc := opts.Config.Proxy
-	var relays []credproxy.Relay
-	for _, rc := range opts.Config.Relays {
-		rl, err := credproxy.NewRelay(rc.Name, rc.Prefix, rc.Upstream, rc.Header)
-		if err != nil {
-			return nil, err
-		}
-		relays = append(relays, rl)
-	}
 	r.usage = limits.New()
 	r.userUsage = limits.NewUsers()
 	r.self = selfPerson()
 	r.metrics = metrics.New(r.Sessions)
 	r.metrics.LoginStatus(r.login.Status)
-	sink := metrics.Tee{r.decisions, r.metrics}
 	if err := r.openCA(); err != nil {
 		return nil, err
 	}
-	roots, err := upstreamRoots(opts.Config.Anthropic.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	r.proxy, err = credproxy.New(credproxy.Options{
-		UpstreamRoots: roots,
-		Limits:        userLimiter{r},
-		Relays:        relays,
-		RelaySecret: func(id, relay string) (secret.Value, bool) {
-			c, err := r.relaySecretFile(id, relay).Load()
-			return c.Secret, err == nil
-		},
-		SessionCredential:     r.credentialOf,
-		OnExpired:             r.refreshExpired,
-		Upstream:              up,
-		Credential:            r.cred,
-		Tokens:                r.tokens,
-		Log:                   r.log.With(logkey.Component, "credproxy"),
-		Decisions:             sink,
-		MaxRequestBytes:       pc.MaxRequestBytes,
-		ReadTimeout:           pc.ReadTimeout.D(),
-		ResponseHeaderTimeout: pc.ResponseHeaderTimeout.D(),
-		StreamIdleTimeout:     pc.StreamIdleTimeout.D(),
-		MaxIdleConns:          pc.MaxIdleConns,
-		UsageView:             opts.Config.Anthropic.UsageViewOn(),
-	})
-	if err != nil {
+	if err := r.openProxy(); err != nil {
 		return nil, err
 	}
 	if r.audit, err = audit.Open(filepath.Join(opts.StateDir, statedir.AuditFile)); err != nil {
@@ -255,6 +214,53 @@ func New(opts Options) (_ *Runner, err error) {
 		OnPending:                   r.notifyPending,
 	})
 	return r, nil
+}
+
+// openProxy makes the credential proxy, from the configuration (its
+// upstream, relays and bounds) and the Runner's credentials and tokens.
+func (r *Runner) openProxy() error {
+	up, err := config.ParseUpstream(r.opts.Config.Anthropic.Upstream)
+	if err != nil {
+		return err
+	}
+	r.upstream = up.String()
+	pc := r.opts.Config.Proxy
+	var relays []credproxy.Relay
+	for _, rc := range r.opts.Config.Relays {
+		rl, err := credproxy.NewRelay(rc.Name, rc.Prefix, rc.Upstream, rc.Header)
+		if err != nil {
+			return err
+		}
+		relays = append(relays, rl)
+	}
+	sink := metrics.Tee{r.decisions, r.metrics}
+	roots, err := upstreamRoots(r.opts.Config.Anthropic.CAFile)
+	if err != nil {
+		return err
+	}
+	r.proxy, err = credproxy.New(credproxy.Options{
+		UpstreamRoots: roots,
+		Limits:        userLimiter{r},
+		Relays:        relays,
+		RelaySecret: func(id, relay string) (secret.Value, bool) {
+			c, err := r.relaySecretFile(id, relay).Load()
+			return c.Secret, err == nil
+		},
+		SessionCredential:     r.credentialOf,
+		OnExpired:             r.refreshExpired,
+		Upstream:              up,
+		Credential:            r.cred,
+		Tokens:                r.tokens,
+		Log:                   r.log.With(logkey.Component, "credproxy"),
+		Decisions:             sink,
+		MaxRequestBytes:       pc.MaxRequestBytes,
+		ReadTimeout:           pc.ReadTimeout.D(),
+		ResponseHeaderTimeout: pc.ResponseHeaderTimeout.D(),
+		StreamIdleTimeout:     pc.StreamIdleTimeout.D(),
+		MaxIdleConns:          pc.MaxIdleConns,
+		UsageView:             r.opts.Config.Anthropic.UsageViewOn(),
+	})
+	return err
 }
 
 // runnerID returns the id kept in the store, making one on first start.
