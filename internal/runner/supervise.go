@@ -75,9 +75,16 @@ func (r *Runner) supervise(sl *slot, l *Link) {
 		r.log.Error("supervise box: read session", logkey.Session, sl.id, logkey.Error, err)
 		return
 	}
+	// Reports count from the record's activity on (a re-adopted box's
+	// claude has not been started by this Runner).
+	sl.mu.Lock()
+	sl.activityOf(&s)
+	sl.mu.Unlock()
 	be, err := r.backend(ctx, s.Backend)
 	if err != nil {
-		r.log.Error("supervise box: backend", logkey.Session, sl.id, logkey.Error, err)
+		// Nothing to ask how the box is: its channel's end is its end.
+		<-l.Client.Done()
+		r.boxLost(sl, l, "lost the channel to its box, and its backend: "+err.Error())
 		return
 	}
 	var waited chan waitResult
@@ -248,6 +255,24 @@ func (r *Runner) boxEnded(sl *slot, l *Link, be sandbox.Backend, res *waitResult
 	_ = r.save(&s)
 	r.log.Warn("session box ended", logkey.Session, s.ID, logkey.Reason, s.Reason, "exit_status", res.st.Code,
 		"oom_killed", res.st.OOMKilled, "decided_ms", time.Since(res.at).Milliseconds())
+}
+
+// boxLost is boxEnded for a box the Runner cannot ask about: the session
+// fails with why.
+func (r *Runner) boxLost(sl *slot, l *Link, why string) {
+	unlock := r.sessionLock(sl.id)
+	defer unlock()
+	if !r.ours(sl, l) {
+		return
+	}
+	s, err := r.reload(sl.id)
+	if err != nil {
+		return
+	}
+	r.stampActivity(&s)
+	_ = r.detach(s.ID)
+	r.endActivity(&s, "its box is out of reach", sandbox.ExitStatus{Code: -1})
+	r.fail(&s, why)
 }
 
 // endActivity marks claude's activity exited with the box's end, unless
