@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/limits"
@@ -515,6 +516,16 @@ type adoption struct {
 	adopted, declined []string
 }
 
+// take says a setting taken from the file.
+func (ad *adoption) take(format string, a ...any) {
+	ad.adopted = append(ad.adopted, fmt.Sprintf(format, a...))
+}
+
+// decline says a setting the file asked for that was not taken.
+func (ad *adoption) decline(format string, a ...any) {
+	ad.declined = append(ad.declined, fmt.Sprintf(format, a...))
+}
+
 // importEgress is the egress posture an import starts from: a create's
 // default. A file's posture is taken only if it is no wider, or with
 // KeepEgress.
@@ -550,8 +561,7 @@ func egressWidth(posture string) int {
 // Every setting taken is said in adopted, every one not in declined.
 func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Time) (adoption, error) {
 	var ad adoption
-	take := func(format string, a ...any) { ad.adopted = append(ad.adopted, fmt.Sprintf(format, a...)) }
-	decline := func(format string, a ...any) { ad.declined = append(ad.declined, fmt.Sprintf(format, a...)) }
+	take := ad.take
 	cr := api.CreateRequest{Name: req.Name, Backend: req.Backend, Workspace: req.Workspace, NoStart: req.NoStart,
 		Model: st.Model, Effort: st.Effort, Restart: string(st.Restart)}
 	if cr.Name == "" {
@@ -569,6 +579,19 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	if st.Restart != "" {
 		take("restart policy %s", st.Restart)
 	}
+	ad.adoptCredentialMode(st, req, &cr)
+	if err := r.adoptEgress(&ad, st, req, &cr, now); err != nil {
+		return ad, err
+	}
+	ad.adoptLimits(st, req, r.opts.Config.Sessions, &cr)
+	ad.record.restarts = st.Restarts
+	ad.create = cr
+	return ad, nil
+}
+
+// adoptCredentialMode: direct only with KeepCredentialMode, else proxy.
+func (ad *adoption) adoptCredentialMode(st portable.Settings, req api.ImportRequest, cr *api.CreateRequest) {
+	take, decline := ad.take, ad.decline
 	switch {
 	case st.CredentialMode != session.ModeDirect:
 		take("credential mode proxy")
@@ -578,7 +601,13 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	default:
 		decline("credential mode direct (your own credential in the box, past the credential proxy and every limit and budget): the session is proxy mode; --keep-credential-mode takes it")
 	}
+}
 
+// adoptEgress: a posture no wider than importEgress, and the deny rules,
+// always; a wider one, allow rules, ask mode, attached policies (each one
+// in this Runner's config) and approvals only with KeepEgress.
+func (r *Runner) adoptEgress(ad *adoption, st portable.Settings, req api.ImportRequest, cr *api.CreateRequest, now time.Time) error {
+	take, decline := ad.take, ad.decline
 	posture := st.Egress
 	if posture == "" {
 		posture = session.EgressOffline
@@ -636,7 +665,7 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	if cr.EgressPolicy != "" {
 		for _, p := range st.EgressPolicies {
 			if _, ok := r.opts.Config.Egress.Policies[p]; !ok {
-				return ad, fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
+				return fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
 			}
 		}
 	}
@@ -644,8 +673,13 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 		cr.Deny = st.EgressDeny
 		take("deny rules: %s", strings.Join(st.EgressDeny, ", "))
 	}
+	return nil
+}
 
-	def := r.opts.Config.Sessions
+// adoptLimits: each limit and budget no looser than def, this Runner's
+// default, always; a looser one only with KeepLimits.
+func (ad *adoption) adoptLimits(st portable.Settings, req api.ImportRequest, def config.Sessions, cr *api.CreateRequest) {
+	take, decline := ad.take, ad.decline
 	lim := limits.Limits{RPM: def.RPM, Concurrent: def.MaxStreams, TokenBudget: def.TokenBudget, BudgetUSD: def.BudgetUSD}
 	for _, f := range []struct {
 		what        string
@@ -677,9 +711,6 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	// all after, "none" too.
 	cr.RPM, cr.MaxStreams, cr.TokenBudget, cr.BudgetUSD = lim.RPM, lim.Concurrent, lim.TokenBudget, lim.BudgetUSD
 	ad.record.limits = lim
-	ad.record.restarts = st.Restarts
-	ad.create = cr
-	return ad, nil
 }
 
 // boolItem is one item, empty, for true: a setting without a value.
