@@ -172,19 +172,13 @@ func (r *Runner) withBox(ctx context.Context, s *session.Session, keepRunning bo
 // file changed while it read it (claude writing): that read is kept, its
 // cut last line dropped.
 func readBoxState(cl *channel.Client) ([]portable.File, []string, error) {
-	script := `cd "$1" 2>/dev/null || exit 0
-shift
-set -- $(for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done)
-[ $# -gt 0 ] || exit 0
-tar -c -f - --format=posix --exclude=` + portable.CredentialFile + ` -- "$@" 2>/dev/null
-rc=$?; [ $rc -le 1 ] || exit $rc`
 	var files []portable.File
 	var notes []string
 	code, err := streamFromBox(cl, portableTimeout, boxEnv, func(rd io.Reader) error {
 		var err error
 		files, notes, err = portable.ReadBoxTar(rd, portable.Limits{}) // no ~/.claude yet: no bytes, no files
 		return err
-	}, append([]string{"sh", "-c", script, "sh", claudeDir}, portable.CarriedTops()...)...)
+	}, append([]string{"sh", "-c", readStateScript, "sh", claudeDir, portable.CredentialFile}, portable.CarriedTops()...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,7 +254,7 @@ func writeBoxState(cl *channel.Client, files []portable.File) error {
 			p.Abort()
 		}
 	}}
-	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", `mkdir -p "$1" && cd "$1" && exec tar -x -f - --no-same-owner`, "sh", claudeDir},
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", writeStateScript, "sh", claudeDir},
 		Env: boxEnv, Dir: sandbox.WorkspaceDir, Stdout: out, Stderr: out})
 	if err != nil {
 		return fail(-1, "", err)

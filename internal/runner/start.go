@@ -136,9 +136,8 @@ type boxConfig struct {
 // box writes them: a FIFO or a device there reads as no file and is
 // replaced.
 func readBoxConfig(link *Link) boxConfig {
-	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
-		"sh", boxClaudeJSON, boxSettingsJSON)
+	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c", readConfigScript,
+		"sh", boxClaudeJSON, boxSettingsJSON, strconv.Itoa(configMax+1))
 	sep := strings.LastIndexByte(out, 0)
 	if err != nil || code != 0 || sep < 0 {
 		return boxConfig{err: fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)}
@@ -309,7 +308,7 @@ func (r *Runner) putConfig(link *Link, s *session.Session, cf *configFiles) (std
 		stdin = bytes.Join(cf.seeded, []byte{0}) // for the script's `paddock guest put`
 		if r.direct(s) {
 			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
-			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
+			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", writeFileScript, "sh", BoxCAFile); err != nil || code != 0 {
 				return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
 			}
 		}
@@ -336,9 +335,10 @@ func tmuxArgv(first *firstStart, o claudecode.LaunchOptions) []string {
 		exitWrap(first.claudeArgv(claudecode.Args(o)))...)
 }
 
-// startTmux runs argv (tmuxArgv) in the box, in a second exec that writes
-// both files atomically, replaces any running tmux whole (its server
-// holds the old environment) and starts claude. The files come on stdin,
+// startTmux runs argv (tmuxArgv) in the box through scripts/launch.sh,
+// in a second exec that writes both files atomically, replaces any
+// running tmux whole (its server holds the old environment) and starts
+// claude. The files come on stdin,
 // NUL-separated; the credential only ever travels in this process's
 // environment, which tmux keeps in memory.
 //
@@ -352,37 +352,9 @@ func startTmux(link *Link, env []string, stdin []byte, s *session.Session, cf co
 	cfgDir := boxConfigDir
 	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
 	aside, write := cf.aside, cf.write
-	// Each external command here is a process in the box (2–3 ms on a
-	// small VM): the builtin tests skip those with nothing to do.
 	tmuxSock := fmt.Sprintf("/tmp/tmux-%d/%s", sandbox.BoxUID, TmuxSocket)
-	script := `set -e
-cfg=$1 tx=$2 aside=$3 write=$4; shift 4
-[ -d "$cfg" ] && [ -d "$CLAUDE_CODE_TMPDIR" ] || mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
-for f in $aside; do mv -f "$f" "$f.invalid" || true; done
-if [ -n "$write" ]; then paddock guest put $write; fi  # stdin: those files, NUL-separated
-# An old server (set, re-adoption) goes first, and fully: a client that
-# reaches a server in its shutdown fails with "server exited unexpectedly";
-# and its claude, which may write the transcript as it exits, goes too.
-old_claude() {  # a process other than this shell with claude's flag in its argv
-  for p in /proc/[0-9]*; do
-    [ "$p" != /proc/$$ ] && grep -qsxzF -e --dangerously-skip-permissions "$p/cmdline" && return 0
-  done
-  return 1
-}
-if [ -S ` + tmuxSock + ` ] && tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
-  i=0; while { tmux -L ` + TmuxSocket + ` has-session 2>/dev/null || old_claude; } && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
-  sleep 0.05
-fi
-[ ! -e ` + claudeExitFile + ` ] || rm -f ` + claudeExitFile + `  # the last claude's end, if any: not this one's
-if [ -e "$tx" ]; then
-  if grep -qs '"type":"user"' "$tx"; then
-    for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
-  else
-    mv -f "$tx" "$tx.unresumable"
-  fi
-fi
-exec "$@"`
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", launchScript, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " "),
+		TmuxSocket, tmuxSock, claudeExitFile}, argv...)...); err != nil || code != 0 {
 		return fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
 	return nil
