@@ -75,9 +75,8 @@ func (r *Runner) readTranscript(ctx context.Context, s session.Session) (*ledger
 	// The main transcript, then each subagent's (Claude Code keeps them in
 	// <session id>/subagents/), each ending in a newline; the last
 	// transcriptMax+1 bytes of all that tell whether it was cut.
-	script := `for f in "$1" "$2"/*.jsonl; do if [ -f "$f" ]; then cat -- "$f"; echo; fi; done 2>/dev/null | tail -c "$3"`
 	out, code, err := runInLimits(lv.link.Client, 30*time.Second, transcriptMax+2, []string{"PATH=/usr/bin:/bin"}, nil,
-		"sh", "-c", script, "sh", file, path.Join(strings.TrimSuffix(file, ".jsonl"), "subagents"), strconv.Itoa(transcriptMax+1))
+		"sh", "-c", transcriptScript, "sh", file, path.Join(strings.TrimSuffix(file, ".jsonl"), "subagents"), strconv.Itoa(transcriptMax+1))
 	if err != nil || code != 0 {
 		return nil, nil, fmt.Errorf("read the transcript of session %q in its box: exit %d: %v: %w", s.Name, code, err, errdefs.ErrUnavailable)
 	}

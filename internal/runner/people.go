@@ -225,22 +225,6 @@ func (r *Runner) RemoveUserCredential(ctx context.Context) error {
 	return nil
 }
 
-// countRunning is how many of p's sessions run (or are asked to), but for
-// the one named except.
-func (r *Runner) countRunning(ctx context.Context, p session.Person, except string) (int, error) {
-	all, err := r.Sessions(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, s := range all {
-		if s.Owner.UID == p.UID && s.ID != except && s.Live() && s.Desired == session.Running {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // checkMaxSessions refuses to start another session of p beyond
 // users.max_sessions.
 func (r *Runner) checkMaxSessions(ctx context.Context, p session.Person, except string) error {
@@ -248,9 +232,22 @@ func (r *Runner) checkMaxSessions(ctx context.Context, p session.Person, except 
 	if max <= 0 {
 		return nil
 	}
-	n, err := r.countRunning(ctx, p, except)
+	all, err := r.Sessions(ctx)
 	if err != nil {
 		return err
+	}
+	return maxSessions(all, p, except, max)
+}
+
+// maxSessions refuses another running session of p when p has max (more
+// than 0) running or asked to run among all, but for the one named
+// except. It does no I/O: the create's plan calls it too.
+func maxSessions(all []session.Session, p session.Person, except string, max int) error {
+	n := 0
+	for _, s := range all {
+		if s.Owner.UID == p.UID && s.ID != except && s.Live() && s.Desired == session.Running {
+			n++
+		}
 	}
 	if n >= max {
 		return fmt.Errorf("%s already has %d sessions running, their limit (users.max_sessions = %d); sleep one (paddock sleep NAME) or remove one first: %w",

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/channel"
 	"github.com/paddockhq/paddock/internal/claudecode"
+	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/limits"
@@ -171,19 +172,13 @@ func (r *Runner) withBox(ctx context.Context, s *session.Session, keepRunning bo
 // file changed while it read it (claude writing): that read is kept, its
 // cut last line dropped.
 func readBoxState(cl *channel.Client) ([]portable.File, []string, error) {
-	script := `cd "$1" 2>/dev/null || exit 0
-shift
-set -- $(for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done)
-[ $# -gt 0 ] || exit 0
-tar -c -f - --format=posix --exclude=` + portable.CredentialFile + ` -- "$@" 2>/dev/null
-rc=$?; [ $rc -le 1 ] || exit $rc`
 	var files []portable.File
 	var notes []string
 	code, err := streamFromBox(cl, portableTimeout, boxEnv, func(rd io.Reader) error {
 		var err error
 		files, notes, err = portable.ReadBoxTar(rd, portable.Limits{}) // no ~/.claude yet: no bytes, no files
 		return err
-	}, append([]string{"sh", "-c", script, "sh", claudeDir}, portable.CarriedTops()...)...)
+	}, append([]string{"sh", "-c", readStateScript, "sh", claudeDir, portable.CredentialFile}, portable.CarriedTops()...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -259,7 +254,7 @@ func writeBoxState(cl *channel.Client, files []portable.File) error {
 			p.Abort()
 		}
 	}}
-	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", `mkdir -p "$1" && cd "$1" && exec tar -x -f - --no-same-owner`, "sh", claudeDir},
+	p, err := cl.Exec(channel.ExecOptions{Argv: []string{"sh", "-c", writeStateScript, "sh", claudeDir},
 		Env: boxEnv, Dir: sandbox.WorkspaceDir, Stdout: out, Stderr: out})
 	if err != nil {
 		return fail(-1, "", err)
@@ -515,6 +510,16 @@ type adoption struct {
 	adopted, declined []string
 }
 
+// take says a setting taken from the file.
+func (ad *adoption) take(format string, a ...any) {
+	ad.adopted = append(ad.adopted, fmt.Sprintf(format, a...))
+}
+
+// decline says a setting the file asked for that was not taken.
+func (ad *adoption) decline(format string, a ...any) {
+	ad.declined = append(ad.declined, fmt.Sprintf(format, a...))
+}
+
 // importEgress is the egress posture an import starts from: a create's
 // default. A file's posture is taken only if it is no wider, or with
 // KeepEgress.
@@ -550,8 +555,7 @@ func egressWidth(posture string) int {
 // Every setting taken is said in adopted, every one not in declined.
 func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Time) (adoption, error) {
 	var ad adoption
-	take := func(format string, a ...any) { ad.adopted = append(ad.adopted, fmt.Sprintf(format, a...)) }
-	decline := func(format string, a ...any) { ad.declined = append(ad.declined, fmt.Sprintf(format, a...)) }
+	take := ad.take
 	cr := api.CreateRequest{Name: req.Name, Backend: req.Backend, Workspace: req.Workspace, NoStart: req.NoStart,
 		Model: st.Model, Effort: st.Effort, Restart: string(st.Restart)}
 	if cr.Name == "" {
@@ -569,6 +573,19 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	if st.Restart != "" {
 		take("restart policy %s", st.Restart)
 	}
+	ad.adoptCredentialMode(st, req, &cr)
+	if err := r.adoptEgress(&ad, st, req, &cr, now); err != nil {
+		return ad, err
+	}
+	ad.adoptLimits(st, req, r.opts.Config.Sessions, &cr)
+	ad.record.restarts = st.Restarts
+	ad.create = cr
+	return ad, nil
+}
+
+// adoptCredentialMode: direct only with KeepCredentialMode, else proxy.
+func (ad *adoption) adoptCredentialMode(st portable.Settings, req api.ImportRequest, cr *api.CreateRequest) {
+	take, decline := ad.take, ad.decline
 	switch {
 	case st.CredentialMode != session.ModeDirect:
 		take("credential mode proxy")
@@ -578,7 +595,13 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	default:
 		decline("credential mode direct (your own credential in the box, past the credential proxy and every limit and budget): the session is proxy mode; --keep-credential-mode takes it")
 	}
+}
 
+// adoptEgress: a posture no wider than importEgress, and the deny rules,
+// always; a wider one, allow rules, ask mode, attached policies (each one
+// in this Runner's config) and approvals only with KeepEgress.
+func (r *Runner) adoptEgress(ad *adoption, st portable.Settings, req api.ImportRequest, cr *api.CreateRequest, now time.Time) error {
+	take, decline := ad.take, ad.decline
 	posture := st.Egress
 	if posture == "" {
 		posture = session.EgressOffline
@@ -636,7 +659,7 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	if cr.EgressPolicy != "" {
 		for _, p := range st.EgressPolicies {
 			if _, ok := r.opts.Config.Egress.Policies[p]; !ok {
-				return ad, fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
+				return fmt.Errorf("the session file's egress policy %q is not in this Runner's config (egress.policies.%s): add it there, then import again: %w", p, p, errdefs.ErrNotFound)
 			}
 		}
 	}
@@ -644,8 +667,13 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 		cr.Deny = st.EgressDeny
 		take("deny rules: %s", strings.Join(st.EgressDeny, ", "))
 	}
+	return nil
+}
 
-	def := r.opts.Config.Sessions
+// adoptLimits: each limit and budget no looser than def, this Runner's
+// default, always; a looser one only with KeepLimits.
+func (ad *adoption) adoptLimits(st portable.Settings, req api.ImportRequest, def config.Sessions, cr *api.CreateRequest) {
+	take, decline := ad.take, ad.decline
 	lim := limits.Limits{RPM: def.RPM, Concurrent: def.MaxStreams, TokenBudget: def.TokenBudget, BudgetUSD: def.BudgetUSD}
 	for _, f := range []struct {
 		what        string
@@ -677,9 +705,6 @@ func (r *Runner) adopt(st portable.Settings, req api.ImportRequest, now time.Tim
 	// all after, "none" too.
 	cr.RPM, cr.MaxStreams, cr.TokenBudget, cr.BudgetUSD = lim.RPM, lim.Concurrent, lim.TokenBudget, lim.BudgetUSD
 	ad.record.limits = lim
-	ad.record.restarts = st.Restarts
-	ad.create = cr
-	return ad, nil
 }
 
 // boolItem is one item, empty, for true: a setting without a value.

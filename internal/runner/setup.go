@@ -38,42 +38,43 @@ type firstStart struct {
 }
 
 // checkFirstStart checks what req brings for the first start, before
-// anything of the session is recorded; nil when it brings nothing. A
-// bad part refuses the request (it does not come from paddock run, whose
-// own checks would have caught it). The Claude Code version it asks for is
-// checked here too, before anything is recorded or installed: the pinned
-// one or one of claude.allowed_versions, never any version published on
-// npm (which a root Runner would install for any member).
-func (r *Runner) checkFirstStart(req *api.CreateRequest) (*firstStart, error) {
-	if err := claudecode.CheckAllowed(req.ClaudeVersion, r.opts.Config.Claude.AllowedVersions); err != nil {
-		return nil, err
+// anything of the session is recorded, with no I/O; nil when it brings
+// nothing. A bad part refuses the request (it does not come from paddock
+// run, whose own checks would have caught it); what of the Claude setup
+// was dropped is returned, by name, for the log. The Claude Code version
+// it asks for is checked here too, before anything is recorded or
+// installed: the pinned one or one of allowed (claude.allowed_versions),
+// never any version published on npm (which a root Runner would install
+// for any member).
+func checkFirstStart(req *api.CreateRequest, allowed []string) (*firstStart, []claudesetup.Warning, error) {
+	if err := claudecode.CheckAllowed(req.ClaudeVersion, allowed); err != nil {
+		return nil, nil, err
 	}
 	p := &firstStart{Prompt: req.Prompt}
 	if p.Prompt != "" {
 		if err := firstprompt.Check(string(p.Prompt)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if g := req.GitIdentity; g != nil && !g.IsZero() {
 		if err := g.Check(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p.Git = g
 	}
+	var dropped []claudesetup.Warning
 	if b := req.ClaudeSetup; !b.IsZero() {
 		ws, err := claudesetup.Check(b)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, w := range ws { // names only, never a value
-			r.log.Warn("claude setup: dropped from the request", "item", w.Item, logkey.Reason, w.Reason)
-		}
+		dropped = ws
 		p.Claude = b
 	}
 	if p.Prompt == "" && p.Git == nil && p.Claude == nil {
-		return nil, nil
+		return nil, dropped, nil
 	}
-	return p, nil
+	return p, dropped, nil
 }
 
 // firstStartFile is where a session's firstStart waits.

@@ -29,9 +29,12 @@ func TestFirstStartKeptUntilUsed(t *testing.T) {
 	req := api.CreateRequest{Prompt: "do the thing", GitIdentity: &gitident.Identity{Name: "A", Email: "a@b"},
 		ClaudeSetup: &claudesetup.Bundle{Files: []claudesetup.File{{Path: "CLAUDE.md", Mode: 0o644, Data: []byte("hi")}},
 			Settings: json.RawMessage(`{"apiKeyHelper":"x","model":"m"}`)}}
-	fs, err := r.checkFirstStart(&req)
+	fs, dropped, err := checkFirstStart(&req, nil)
 	if err != nil || fs == nil || string(fs.Claude.Settings) != `{"model":"m"}` {
 		t.Fatalf("%+v %v", fs, err)
+	}
+	if len(dropped) != 1 || !strings.Contains(dropped[0].Item, "apiKeyHelper") {
+		t.Fatalf("dropped: %+v", dropped)
 	}
 	if err := r.saveFirstStart("s1", fs); err != nil {
 		t.Fatal(err)
@@ -67,7 +70,7 @@ func TestFirstStartKeptUntilUsed(t *testing.T) {
 		t.Fatal(argv)
 	}
 	// Nothing brought: nothing kept.
-	if fs, err := r.checkFirstStart(&api.CreateRequest{}); fs != nil || err != nil {
+	if fs, _, err := checkFirstStart(&api.CreateRequest{}, nil); fs != nil || err != nil {
 		t.Fatal(fs, err)
 	}
 	for _, bad := range []api.CreateRequest{
@@ -75,7 +78,7 @@ func TestFirstStartKeptUntilUsed(t *testing.T) {
 		{GitIdentity: &gitident.Identity{Name: "a\nb"}},
 		{ClaudeSetup: &claudesetup.Bundle{Files: []claudesetup.File{{Path: ".credentials.json", Mode: 0o644}}}},
 	} {
-		if _, err := r.checkFirstStart(&bad); err == nil {
+		if _, _, err := checkFirstStart(&bad, nil); err == nil {
 			t.Errorf("accepted %+v", bad)
 		}
 	}
@@ -129,7 +132,7 @@ func TestOnlyAllowedClaudeVersionsInstall(t *testing.T) {
 	}
 	// The pinned one, and the listed one, pass the check.
 	for _, v := range []string{"", claudecode.PinnedVersion, "2.1.300"} {
-		if _, err := r.checkFirstStart(&api.CreateRequest{ClaudeVersion: v}); err != nil {
+		if _, _, err := checkFirstStart(&api.CreateRequest{ClaudeVersion: v}, r.opts.Config.Claude.AllowedVersions); err != nil {
 			t.Errorf("claude version %q: %v", v, err)
 		}
 	}

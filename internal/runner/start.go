@@ -136,9 +136,8 @@ type boxConfig struct {
 // box writes them: a FIFO or a device there reads as no file and is
 // replaced.
 func readBoxConfig(link *Link) boxConfig {
-	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c",
-		`r() { if [ -f "$1" ]; then head -c `+strconv.Itoa(configMax+1)+` "$1" 2>/dev/null; fi; }; r "$1"; printf '\0'; r "$2"; true`,
-		"sh", boxClaudeJSON, boxSettingsJSON)
+	out, code, err := runIn(link.Client, []string{"PATH=/usr/bin:/bin"}, nil, "sh", "-c", readConfigScript,
+		"sh", boxClaudeJSON, boxSettingsJSON, strconv.Itoa(configMax+1))
 	sep := strings.LastIndexByte(out, 0)
 	if err != nil || code != 0 || sep < 0 {
 		return boxConfig{err: fmt.Errorf("read Claude Code's config in the box: exit %d: %v", code, err)}
@@ -152,7 +151,10 @@ func (r *Runner) launch(ctx context.Context, s *session.Session, link *Link) ([]
 }
 
 // launchWith is launch with the config already read (start reads it
-// beside the self-test).
+// beside the self-test). Its steps: the credential, the config files
+// seeded (seedConfig), claude's environment (launchOptions), the first
+// start's files, the config files written (putConfig), then one exec that
+// (re)starts tmux with claude (startTmux).
 func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link, read boxConfig) ([]string, error) {
 	if read.err != nil {
 		return nil, read.err
@@ -161,24 +163,59 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 	if err != nil {
 		return nil, err
 	}
-	cfgDir, claudeJSON, settingsJSON := boxConfigDir, boxClaudeJSON, boxSettingsJSON
-	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
-	out, sep := read.out, read.sep
 	// At the first start only: the creator's settings and MCP servers,
 	// laid over what was read, so the seeding below (paddock's keys) wins.
 	first := r.pendingFirstStart(s)
-	out, sep = first.mergeConfig(out, sep)
 	approve := ""
 	if varName == credential.KindAPIKey.EnvVar() {
 		approve = value
 	}
+	cf, err := r.seedConfig(s, read, first, approve)
+	if err != nil {
+		return nil, err
+	}
+	o := r.launchOptions(s, varName, value)
+	env := claudecode.Env(o)
+	if err := first.write(link); err != nil { // the setup's files, ~/.gitconfig, the prompt
+		return nil, err
+	}
+	stdin, err := r.putConfig(link, s, &cf)
+	if err != nil {
+		return nil, err
+	}
+	if err := startTmux(link, env, stdin, s, cf, tmuxArgv(first, o)); err != nil {
+		return nil, err
+	}
+	if first != nil {
+		if err := r.dropFirstStart(s.ID); err != nil {
+			r.log.Warn("could not remove the session's first-start setup", logkey.Session, s.ID, logkey.Error, err)
+		}
+	}
+	r.claudeStarted(s) // activity: starting, until its SessionStart hook (activity.go)
+	return env, nil
+}
+
+// configFiles is what launch does with Claude Code's two config files in
+// the box: the paths kept aside as <name>.invalid, the paths written, and
+// what is written to each (in write's order).
+type configFiles struct {
+	aside, write []string
+	seeded       [][]byte
+}
+
+// seedConfig seeds the two config files launch read, with first's setup
+// laid over them, and says what becomes of each.
+func (r *Runner) seedConfig(s *session.Session, read boxConfig, first *firstStart, approve string) (configFiles, error) {
+	claudeJSON, settingsJSON := boxClaudeJSON, boxSettingsJSON
+	out, sep := read.out, read.sep
+	out, sep = first.mergeConfig(out, sep)
 	cj, cjKept, err := claudecode.SeedClaudeJSON([]byte(out[:sep]), sandbox.WorkspaceDir, approve)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", claudeJSON, err)
+		return configFiles{}, fmt.Errorf("%s: %w", claudeJSON, err)
 	}
 	sj, sjKept, err := claudecode.SeedSettings([]byte(out[sep+1:]))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", settingsJSON, err)
+		return configFiles{}, fmt.Errorf("%s: %w", settingsJSON, err)
 	}
 	// What becomes of each file (the guest's put does it, or, with an
 	// older guest, the start script): a file over configMax (Claude Code's
@@ -187,9 +224,7 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 	// agent's doing) is kept aside as <name>.invalid; the seeded ones are
 	// written (for the script, NUL-separated on stdin). Every path here is
 	// under sandbox.HomeDir: no space in it.
-	var aside, write []string
-	var stdin []byte
-	var seeded [][]byte
+	var cf configFiles
 	for _, f := range []struct {
 		path, read string
 		seeded     []byte
@@ -203,11 +238,17 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 		case !f.kept:
 			r.log.Warn("Claude Code's config in the box was not a JSON object; kept aside as .invalid and written anew",
 				logkey.Session, s.ID, "file", f.path)
-			aside = append(aside, f.path)
+			cf.aside = append(cf.aside, f.path)
 		}
-		write = append(write, f.path)
-		seeded = append(seeded, f.seeded)
+		cf.write = append(cf.write, f.path)
+		cf.seeded = append(cf.seeded, f.seeded)
 	}
+	return cf, nil
+}
+
+// launchOptions is how claude starts in s's box: its credential (varName
+// set to value), its base URL and proxies, and what direct mode adds.
+func (r *Runner) launchOptions(s *session.Session, varName, value string) claudecode.LaunchOptions {
 	o := claudecode.LaunchOptions{Home: sandbox.HomeDir, CredentialVar: varName, Credential: value,
 		SessionID: s.ClaudeSessionID, Model: s.Model, Effort: s.Effort} // the script turns --session-id into --resume
 	if s.CredentialMode == session.ModeProxy {
@@ -247,48 +288,42 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 			// The owner's claude.ai connectors are not the agent's to list.
 			"ENABLE_CLAUDEAI_MCP_SERVERS=false")
 	}
-	env := claudecode.Env(o)
-	if err := first.write(link); err != nil { // the setup's files, ~/.gitconfig, the prompt
-		return nil, err
-	}
-	// The guest writes the seeded files (and the CA certificate) itself,
-	// after keeping aside the ones that were not JSON: no process in the
-	// box for it. An older guest cannot: the start script does it below,
-	// with `paddock guest put`.
-	files := make([]channel.PutFile, 0, len(write)+1)
-	for i, p := range write {
-		files = append(files, channel.PutFile{Path: p, Data: seeded[i]})
+	return o
+}
+
+// putConfig has the guest write the seeded files (and the CA certificate)
+// itself, after keeping aside the ones that were not JSON: no process in
+// the box for it; cf is then emptied. An older guest cannot: the start
+// script does it, with `paddock guest put`, from the stdin returned.
+func (r *Runner) putConfig(link *Link, s *session.Session, cf *configFiles) (stdin []byte, err error) {
+	files := make([]channel.PutFile, 0, len(cf.write)+1)
+	for i, p := range cf.write {
+		files = append(files, channel.PutFile{Path: p, Data: cf.seeded[i]})
 	}
 	if r.direct(s) {
 		files = append(files, channel.PutFile{Path: BoxCAFile, Data: r.ca.PEM})
 	}
-	switch err := link.Client.Put(files, aside, time.Now().Add(runTimeout)); {
+	switch err := link.Client.Put(files, cf.aside, time.Now().Add(runTimeout)); {
 	case errors.Is(err, channel.ErrUnknownType):
-		stdin = bytes.Join(seeded, []byte{0}) // for the script's `paddock guest put`
+		stdin = bytes.Join(cf.seeded, []byte{0}) // for the script's `paddock guest put`
 		if r.direct(s) {
 			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
-			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "sh", BoxCAFile); err != nil || code != 0 {
+			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", writeFileScript, "sh", BoxCAFile); err != nil || code != 0 {
 				return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
 			}
 		}
 	case err != nil:
 		return nil, fmt.Errorf("write Claude Code's config in the box: %w", err)
 	default:
-		aside, write = nil, nil
+		cf.aside, cf.write = nil, nil
 	}
+	return stdin, nil
+}
 
-	// A second exec writes both files atomically, replaces any running tmux
-	// whole (its server holds the old environment) and starts claude. The
-	// files come on stdin, NUL-separated; the credential only ever travels
-	// in this process's environment, which tmux keeps in memory.
-	//
-	// Only then, with any earlier claude gone, does it look at the
-	// transcript: a conversation with a user message in it is resumed
-	// (--session-id becomes --resume; claude refuses to start again with
-	// the id of an existing conversation). One without — what a box killed
-	// before claude wrote one leaves — cannot be resumed and would block
-	// --session-id: it is kept aside, and the conversation starts anew.
-	argv := append([]string{"tmux", "-L", TmuxSocket, "-f", "/dev/null",
+// tmuxArgv is the command line that starts tmux's server, with claude
+// (wrapped by exitWrap, and by first's prompt) in its one session.
+func tmuxArgv(first *firstStart, o claudecode.LaunchOptions) []string {
+	return append([]string{"tmux", "-L", TmuxSocket, "-f", "/dev/null",
 		"start-server", ";",
 		"set-option", "-g", "remain-on-exit", "on", ";",
 		"set-option", "-g", "status", "off", ";",
@@ -298,46 +333,31 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 		"set-hook", "-g", "pane-died", "run-shell -b 'paddock guest hook pane-died'", ";",
 		"new-session", "-d", "-s", TmuxSession, "-x", "200", "-y", "50", "-c", sandbox.WorkspaceDir, "--"},
 		exitWrap(first.claudeArgv(claudecode.Args(o)))...)
-	// Each external command here is a process in the box (2–3 ms on a
-	// small VM): the builtin tests skip those with nothing to do.
-	tmuxSock := fmt.Sprintf("/tmp/tmux-%d/%s", sandbox.BoxUID, TmuxSocket)
-	script := `set -e
-cfg=$1 tx=$2 aside=$3 write=$4; shift 4
-[ -d "$cfg" ] && [ -d "$CLAUDE_CODE_TMPDIR" ] || mkdir -p "$cfg" "$CLAUDE_CODE_TMPDIR"
-for f in $aside; do mv -f "$f" "$f.invalid" || true; done
-if [ -n "$write" ]; then paddock guest put $write; fi  # stdin: those files, NUL-separated
-# An old server (set, re-adoption) goes first, and fully: a client that
-# reaches a server in its shutdown fails with "server exited unexpectedly";
-# and its claude, which may write the transcript as it exits, goes too.
-old_claude() {  # a process other than this shell with claude's flag in its argv
-  for p in /proc/[0-9]*; do
-    [ "$p" != /proc/$$ ] && grep -qsxzF -e --dangerously-skip-permissions "$p/cmdline" && return 0
-  done
-  return 1
 }
-if [ -S ` + tmuxSock + ` ] && tmux -L ` + TmuxSocket + ` kill-server 2>/dev/null; then
-  i=0; while { tmux -L ` + TmuxSocket + ` has-session 2>/dev/null || old_claude; } && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
-  sleep 0.05
-fi
-[ ! -e ` + claudeExitFile + ` ] || rm -f ` + claudeExitFile + `  # the last claude's end, if any: not this one's
-if [ -e "$tx" ]; then
-  if grep -qs '"type":"user"' "$tx"; then
-    for a do shift; [ "$a" = --session-id ] && a=--resume; set -- "$@" "$a"; done
-  else
-    mv -f "$tx" "$tx.unresumable"
-  fi
-fi
-exec "$@"`
-	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", script, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " ")}, argv...)...); err != nil || code != 0 {
-		return nil, fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
+
+// startTmux runs argv (tmuxArgv) in the box through scripts/launch.sh,
+// in a second exec that writes both files atomically, replaces any
+// running tmux whole (its server holds the old environment) and starts
+// claude. The files come on stdin,
+// NUL-separated; the credential only ever travels in this process's
+// environment, which tmux keeps in memory.
+//
+// Only then, with any earlier claude gone, does it look at the
+// transcript: a conversation with a user message in it is resumed
+// (--session-id becomes --resume; claude refuses to start again with
+// the id of an existing conversation). One without — what a box killed
+// before claude wrote one leaves — cannot be resumed and would block
+// --session-id: it is kept aside, and the conversation starts anew.
+func startTmux(link *Link, env []string, stdin []byte, s *session.Session, cf configFiles, argv []string) error {
+	cfgDir := boxConfigDir
+	transcript := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
+	aside, write := cf.aside, cf.write
+	tmuxSock := fmt.Sprintf("/tmp/tmux-%d/%s", sandbox.BoxUID, TmuxSocket)
+	if out, code, err := runIn(link.Client, env, stdin, "sh", append([]string{"-c", launchScript, "sh", cfgDir, transcript, strings.Join(aside, " "), strings.Join(write, " "),
+		TmuxSocket, tmuxSock, claudeExitFile}, argv...)...); err != nil || code != 0 {
+		return fmt.Errorf("start claude in tmux: exit %d: %s %v", code, strings.TrimSpace(out), err)
 	}
-	if first != nil {
-		if err := r.dropFirstStart(s.ID); err != nil {
-			r.log.Warn("could not remove the session's first-start setup", logkey.Session, s.ID, logkey.Error, err)
-		}
-	}
-	r.claudeStarted(s) // activity: starting, until its SessionStart hook (activity.go)
-	return env, nil
+	return nil
 }
 
 // selfTest has the box's guest run the egress self-test before claude
