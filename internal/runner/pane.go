@@ -46,8 +46,8 @@ func (r *Runner) checkPane(sl *slot, l *Link) {
 	}
 	// tmux's view of the pane, then what claude's wrapper recorded
 	// (exitWrap): tmux 3.3 can lose how a pane died, the wrapper cannot.
-	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "sh", "-c",
-		`tmux -L `+TmuxSocket+` display-message -p -t `+TmuxSession+` '#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}' 2>&1; c=$?; echo `+exitMark+`; head -c 16 `+claudeExitFile+` 2>/dev/null; exit $c`)
+	out, code, err := runInLimits(l.Client, paneTimeout, 4096, lv.env, nil, "sh", "-c", paneStateScript, "sh",
+		TmuxSocket, TmuxSession, exitMark, claudeExitFile)
 	if err != nil {
 		return // the channel is in trouble: the supervisor sees to that
 	}
@@ -115,14 +115,9 @@ const claudeExitFile = "/run/paddock/claude-exit"
 // exitMark separates tmux's answer from the recorded status in checkPane.
 const exitMark = "--paddock-claude-exit--"
 
-// exitWrapScript runs claude (its argv after the script) as a child, not
-// by exec, so that its exit status, a signal's included (128+n), is
-// written down before the pane dies, and the guest told at once.
-const exitWrapScript = `rm -f ` + claudeExitFile + `; "$@"; s=$?; echo "$s" > ` + claudeExitFile + `; paddock guest hook pane-died </dev/null >/dev/null 2>&1; exit "$s"`
-
 // exitWrap wraps claude's command line in the pane with exitWrapScript.
 func exitWrap(argv []string) []string {
-	return append([]string{"sh", "-c", exitWrapScript, "sh"}, argv...)
+	return append([]string{"sh", "-c", exitWrapScript, "sh", claudeExitFile}, argv...)
 }
 
 // withRecordedExit completes tmux's view of the pane with the status

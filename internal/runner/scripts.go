@@ -35,6 +35,14 @@ var (
 	//go:embed scripts/readstate.sh
 	readStateScript string
 
+	// exitWrapScript runs claude in its pane and records its exit: exitWrap, pane.go.
+	//go:embed scripts/exitwrap.sh
+	exitWrapScript string
+
+	// paneStateScript tells whether claude's pane is dead, and how: checkPane, pane.go.
+	//go:embed scripts/panestate.sh
+	paneStateScript string
+
 	// writeStateScript untars Claude Code's state: writeBoxState, portable.go.
 	//go:embed scripts/writestate.sh
 	writeStateScript string

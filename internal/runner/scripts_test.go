@@ -21,6 +21,8 @@ var boxScripts = map[string]string{
 	"transcript.sh": transcriptScript,
 	"readstate.sh":  readStateScript,
 	"writestate.sh": writeStateScript,
+	"exitwrap.sh":   exitWrapScript,
+	"panestate.sh":  paneStateScript,
 }
 
 // TestBoxScripts: every file under scripts/ is one of the Runner's named
