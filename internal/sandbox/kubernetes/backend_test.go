@@ -40,6 +40,22 @@ func fakeBackend(t *testing.T, c Config) (*Backend, *fake.Clientset) {
 	return b, cs
 }
 
+// fakeRunning is a fakeBackend (namespace ns, owner o1) with session s1's
+// box started.
+func fakeRunning(t *testing.T) (*Backend, *fake.Clientset, sandbox.Box) {
+	t.Helper()
+	ctx := context.Background()
+	b, cs := fakeBackend(t, Config{Namespace: "ns", Owner: "o1", Image: "img", UnsafeUnenforcedNetworkPolicy: true})
+	bx, err := b.Create(ctx, sandbox.CreateOptions{Session: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bx, err = b.Start(ctx, bx.ID); err != nil {
+		t.Fatal(err)
+	}
+	return b, cs, bx
+}
+
 func kinds(t *testing.T, b *Backend, session string) map[sandbox.ObjectKind]int {
 	t.Helper()
 	objs, err := b.List(context.Background())
@@ -143,14 +159,7 @@ func TestLifecycleBookkeeping(t *testing.T) {
 // stopped box, and Start makes a new one on the same claims.
 func TestEndedPodIsStopped(t *testing.T) {
 	ctx := context.Background()
-	b, cs := fakeBackend(t, Config{Namespace: "ns", Owner: "o1", Image: "img", UnsafeUnenforcedNetworkPolicy: true})
-	bx, err := b.Create(ctx, sandbox.CreateOptions{Session: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Start(ctx, bx.ID); err != nil {
-		t.Fatal(err)
-	}
+	b, cs, bx := fakeRunning(t)
 	p, _ := cs.CoreV1().Pods("ns").Get(ctx, "paddock-s1", metav1.GetOptions{})
 	p.Status = corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."}
 	cs.CoreV1().Pods("ns").UpdateStatus(ctx, p, metav1.UpdateOptions{})

@@ -137,6 +137,9 @@ func Run(t *testing.T, s Setup) {
 	if _, ok := s.Backend.(sandbox.Freezer); ok {
 		t.Run("FreezeAndThawTwice", func(t *testing.T) { freezeTwice(t, s) })
 	}
+	if _, ok := s.Backend.(sandbox.Waiter); ok {
+		t.Run("WaitForTheEnd", func(t *testing.T) { waitForTheEnd(t, s) })
+	}
 }
 
 // freezeTwice: a Freezer's Freeze of a frozen box and Thaw of a thawed one
