@@ -252,9 +252,10 @@ func (r *Runner) boxEnded(sl *slot, l *Link, be sandbox.Backend, res *waitResult
 	r.endActivity(&s, why, res.st)
 	s.Observed = session.Asleep
 	s.Frozen, s.FrozenAt = false, time.Time{} // a frozen box killed from outside is no longer frozen
-	_ = r.save(&s)
+	// Logged first: whoever sees the record changed finds the line.
 	r.log.Warn("session box ended", logkey.Session, s.ID, logkey.Reason, s.Reason, "exit_status", res.st.Code,
 		"oom_killed", res.st.OOMKilled, "decided_ms", time.Since(res.at).Milliseconds())
+	_ = r.save(&s)
 }
 
 // boxLost is boxEnded for a box the Runner cannot ask about: the session
