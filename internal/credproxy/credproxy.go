@@ -34,7 +34,7 @@
 //     response has ended, never on the stream's path.
 //   - The response is streamed back untouched (forward.go): an event
 //     stream flushed after every read from the upstream; a client that
-//     goes away cancels the upstream request at once (server.go).
+//     goes away cancels the upstream request at once (h1.Server).
 //   - One Entry per request goes to the decision log, and one line to the
 //     Runner's log: at debug level for an ordinary forwarded request, info
 //     for an upstream 4xx or a cut stream, warn for a refusal or a 5xx.
@@ -61,11 +61,13 @@ import (
 	"github.com/paddockhq/paddock/internal/anthropic"
 	"github.com/paddockhq/paddock/internal/chansession"
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
 // Tokens checks session tokens; *sessiontoken.Registry implements it.
@@ -151,8 +153,8 @@ type Options struct {
 // relies on.
 type Proxy struct {
 	opts Options
-	wd   *watchdog         // request body and stream idle deadlines
-	tr   http.RoundTripper // the upstream transport
+	wd   *watchdog.Watchdog // request body and stream idle deadlines
+	tr   http.RoundTripper  // the upstream transport
 	// ownTransport: tr is paddock's Transport, whose exchange a tap can
 	// abort without a context of its own.
 	ownTransport bool
@@ -188,7 +190,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.MaxIdleConns <= 0 {
 		opts.MaxIdleConns = 512
 	}
-	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions, wd: newWatchdog(min(opts.ReadTimeout, opts.StreamIdleTimeout))}
+	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions, wd: watchdog.New(min(opts.ReadTimeout, opts.StreamIdleTimeout))}
 	p.pendC = sync.NewCond(&p.pendMu)
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -199,13 +201,13 @@ func New(opts Options) (*Proxy, error) {
 	p.idPrefix = "req_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "_"
 	p.tr = opts.Transport
 	if p.tr == nil {
-		t := NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
+		t := h1.NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
 		if opts.UpstreamRoots != nil {
 			t.TLSClientConfig = &tls.Config{RootCAs: opts.UpstreamRoots}
 		}
 		p.tr = t
 	}
-	_, p.ownTransport = p.tr.(*Transport)
+	_, p.ownTransport = p.tr.(*h1.Transport)
 	return p, nil
 }
 
@@ -238,7 +240,7 @@ type reqState struct {
 	// the upstream request, kept here to save allocations
 	out     http.Request
 	url     url.URL
-	outBody bytesBody
+	outBody h1.BytesBody
 	// relay routes
 	relay       *Relay
 	relayPath   string
@@ -418,7 +420,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The tap's timeouts end the upstream exchange by closing paddock's
-	// own Transport's connection (upstreamBody.abort); another transport
+	// own Transport's connection (its body's Abort); another transport
 	// (tests) gets a context of its own to cancel.
 	ctx := r.Context()
 	if !p.ownTransport {
@@ -471,10 +473,10 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 			// Summarizing a large body takes about a millisecond a
 			// megabyte: on a goroutine of its own, so that the connection
 			// reads its next request meanwhile.
-			ar.afterResponse(func() { go p.recordNow(st) })
+			ar.AfterResponse(func() { go p.recordNow(st) })
 			return
 		}
-		ar.afterResponse(func() { p.recordNow(st) })
+		ar.AfterResponse(func() { p.recordNow(st) })
 		return
 	}
 	p.recordNow(st)
@@ -489,7 +491,7 @@ const recordAsideMin = 64 << 10
 // been sent, or the connection has failed, on the connection's goroutine:
 // no goroutine is woken per request to record it.
 type afterResponder interface {
-	afterResponse(f func())
+	AfterResponse(f func())
 }
 
 // recordNow records one request that finish counted as pending.
@@ -573,8 +575,8 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 	}
 	if r.ContentLength >= 0 {
-		if bb, ok := w.(interface{ bodyBuffered() bool }); ok {
-			if bb.bodyBuffered() {
+		if bb, ok := w.(interface{ BodyBuffered() bool }); ok {
+			if bb.BodyBuffered() {
 				// All of it came with the head (the usual small request): no
 				// read can block, and its length is within the limit.
 				buf.Grow(int(r.ContentLength))
@@ -597,9 +599,9 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 	// A body slower than ReadTimeout is cut by a deadline in the past on
 	// the connection, set by the watchdog (no per-request socket deadline).
 	rc := http.NewResponseController(w)
-	wt := p.wd.arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
+	wt := p.wd.Arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.opts.MaxRequestBytes))
-	if p.wd.disarm(wt) {
+	if p.wd.Disarm(wt) {
 		// Clear the deadline before streaming the response: a deadline hit
 		// by the server's background read would cancel the request.
 		_ = rc.SetReadDeadline(time.Time{})
@@ -736,8 +738,8 @@ func (c *countingWriter) FlushError() error {
 type tapBody struct {
 	rc      io.ReadCloser
 	scanner *anthropic.UsageScanner
-	wd      *watchdog
-	w       *watch
+	wd      *watchdog.Watchdog
+	w       *watchdog.Watch
 	idle    time.Duration
 	idled   atomic.Bool
 	stalled atomic.Bool
@@ -747,17 +749,17 @@ type tapBody struct {
 // newTapBody taps rc, the answer to a request whose client w gets; cancel
 // (may be nil) ends the upstream exchange on a transport other than
 // paddock's.
-func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, w http.ResponseWriter) *tapBody {
+func newTapBody(wd *watchdog.Watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, w http.ResponseWriter) *tapBody {
 	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle}
-	t.w = wd.arm(idle, func() {
+	t.w = wd.Arm(idle, func() {
 		if t.writing.Load() {
 			t.stalled.Store(true)
 			endClient(w)
 		} else {
 			t.idled.Store(true)
 		}
-		if a, ok := rc.(interface{ abort() }); ok {
-			a.abort()
+		if a, ok := rc.(interface{ Abort() }); ok {
+			a.Abort()
 		}
 		if cancel != nil {
 			cancel()
@@ -773,8 +775,8 @@ func (t *tapBody) cut() bool { return t.idled.Load() || t.stalled.Load() }
 // closes it (sockets and channel streams alike); another server's gets a
 // write deadline in the past, which fails the stuck write.
 func endClient(w http.ResponseWriter) {
-	if e, ok := w.(interface{ endConnection() }); ok {
-		e.endConnection()
+	if e, ok := w.(interface{ EndConnection() }); ok {
+		e.EndConnection()
 		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(aLongTimeAgo)
@@ -783,7 +785,7 @@ func endClient(w http.ResponseWriter) {
 func (t *tapBody) Read(b []byte) (int, error) {
 	n, err := t.rc.Read(b)
 	if n > 0 {
-		t.w.extend(t.idle)
+		t.w.Extend(t.idle)
 		if t.scanner != nil {
 			t.scanner.Write(b[:n])
 		}
@@ -792,9 +794,13 @@ func (t *tapBody) Read(b []byte) (int, error) {
 }
 
 func (t *tapBody) Close() error {
-	t.wd.disarm(t.w)
+	t.wd.Disarm(t.w)
 	return t.rc.Close()
 }
+
+// aLongTimeAgo is a deadline that has passed: set, it ends the reads
+// and writes in progress at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // copyBufs are the 32 KiB buffers responses are copied through.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

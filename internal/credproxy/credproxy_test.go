@@ -91,6 +91,23 @@ func TestErrorShape(t *testing.T) {
 	}
 }
 
+// TestServerRefusalShape: a request the server refuses before the proxy
+// sees it (here a head too large, and HTTP/1.0) is answered in the API's
+// error shape too, which Claude Code shows.
+func TestServerRefusalShape(t *testing.T) {
+	h := newHarness(t, credential.KindAPIKey, fakeapi.New(), nil)
+	for req, want := range map[string]string{
+		"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n": anthropic.RequestTooLarge,
+		"GET / HTTP/1.0\r\nHost: x\r\n\r\n":                                               anthropic.InvalidRequest,
+	} {
+		resp, body := h.raw(req)
+		var b anthropic.ErrorBody
+		if resp == nil || json.Unmarshal([]byte(body), &b) != nil || b.Type != "error" || b.Error.Type != want {
+			t.Errorf("%.40q: %v %s", req, resp, body)
+		}
+	}
+}
+
 func TestPathTricksRefused(t *testing.T) {
 	fake := fakeapi.New()
 	h := newHarness(t, credential.KindAPIKey, fake, nil)
@@ -826,11 +843,20 @@ func TestIdleUpstreamAndStalledClientConnectionEnds(t *testing.T) {
 		}
 	})
 	h := newHarness(t, credential.KindOAuth, up, func(o *Options) { o.StreamIdleTimeout = 300 * time.Millisecond })
-	srv, client := servePipe(t, h.proxy, 200*time.Millisecond)
+	// The proxy's server with a short WriteTimeout, on one in-memory pipe
+	// whose writes block until the client reads (it never does).
+	srv := NewServer(h.proxy, time.Second)
+	srv.WriteTimeout = 200 * time.Millisecond
+	client, server := net.Pipe()
+	ended := make(chan struct{})
+	go func() { srv.ServeConn(server); close(ended) }()
+	t.Cleanup(func() { client.Close(); srv.Close() })
 	k, v := h.cred()
 	io.WriteString(client, "POST /v1/messages HTTP/1.1\r\nHost: x\r\n"+k+": "+v+
 		"\r\nAnthropic-Version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(smallBody))+"\r\n\r\n"+smallBody)
-	if n := connsLeft(srv, 10*time.Second); n != 0 {
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
 		t.Fatalf("connection still held (decisions recorded: %d)", len(h.sink.all()))
 	}
 	es := waitEntries(t, h, 1)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/logkey"
 )
 
@@ -79,7 +80,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	h := w.Header()
 	named := connectionNominated(resp.Header)
 	for k, vs := range resp.Header {
-		if hopByHop[k] || nominated(named, k) {
+		if h1.IsHopByHop(k) || nominated(named, k) {
 			continue
 		}
 		h[k] = vs
@@ -160,7 +161,7 @@ next:
 		out.Body = s
 		out.ContentLength = s.want
 	} else if len(st.body) > 0 {
-		st.outBody = bytesBody{b: st.body}
+		st.outBody.Reset(st.body)
 		out.Body = &st.outBody
 		out.ContentLength = int64(len(st.body))
 	}
@@ -272,9 +273,9 @@ type readCloser struct {
 	io.Closer
 }
 
-// abort passes the tap's abort on to paddock's own upstream body.
-func (r readCloser) abort() {
-	if a, ok := r.Closer.(interface{ abort() }); ok {
-		a.abort()
+// Abort passes the tap's abort on to paddock's own upstream body.
+func (r readCloser) Abort() {
+	if a, ok := r.Closer.(interface{ Abort() }); ok {
+		a.Abort()
 	}
 }

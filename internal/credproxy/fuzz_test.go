@@ -67,7 +67,6 @@ func FuzzProxyRequest(f *testing.F) {
 		methods = append(methods, r.Method)
 		p.ServeHTTP(w, r)
 	}), time.Second)
-	srv.init()
 	bearer := "Authorization: Bearer " + tokOAuth.Reveal() + "\r\n"
 	apikey := "X-Api-Key: " + tokKey.Reveal() + "\r\n"
 	for _, s := range []string{
@@ -91,9 +90,7 @@ func FuzzProxyRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		methods = methods[:0]
 		c := &memConn{in: bytes.NewReader(data)}
-		if sc := srv.newConn(c); sc != nil {
-			sc.serve()
-		}
+		srv.ServeConn(c)
 		// Every response parses and is framed: the bytes end exactly
 		// where the last response does.
 		br := bufio.NewReader(bytes.NewReader(c.out.Bytes()))

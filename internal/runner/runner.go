@@ -28,6 +28,7 @@ import (
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/egress"
 	"github.com/paddockhq/paddock/internal/errdefs"
@@ -592,7 +593,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 // running then are cut (Close cancels them and their upstream requests),
 // and it waits a little longer for their handlers to unwind, so that the
 // proxy's Drain that follows records them.
-func stopProxyServer(ctx context.Context, srv *credproxy.Server) {
+func stopProxyServer(ctx context.Context, srv *h1.Server) {
 	if srv.Shutdown(ctx) == nil {
 		return
 	}

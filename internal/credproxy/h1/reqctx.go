@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// requestContext is the context of one request on paddock's Server when
+// requestContext is the context of one request on Server when
 // the connection's context is never cancelled (the usual case): its cancel
 // and the upstream connection to close on cancel live in one allocation.
 // context.WithCancel and a context.AfterFunc on it cost about ten — a
@@ -20,7 +20,7 @@ import (
 // cancelled on such a goroutine, just after cancel returns. The closer
 // given to watchClose is closed at once, on the cancelling goroutine,
 // unless unwatchClose came first. There is one such slot: one upstream
-// exchange per request at a time, which is all forward does.
+// exchange per request at a time, which is all a proxy needs.
 type requestContext struct {
 	context.Context // the parent: values; never done
 
@@ -139,4 +139,4 @@ func (c *requestContext) AfterFunc(f func()) (stop func() bool) {
 }
 
 // String names the context, as the standard ones do.
-func (c *requestContext) String() string { return "credproxy.requestContext" }
+func (c *requestContext) String() string { return "h1.requestContext" }

@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"bufio"
@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
-// Transport is the proxy's upstream client: HTTP/1.1 (TLS for https) over a
-// keep-alive pool, with the whole exchange — writing the request, reading
+// Transport is an HTTP/1.1 client for a proxy's upstream (TLS for https)
+// over a keep-alive pool, with the whole exchange — writing the request, reading
 // the response head and body — on the caller's goroutine; only a request
 // body over 16 KiB is written from a goroutine of its own, so that an answer
 // that comes before it is all sent is seen.
@@ -27,11 +29,10 @@ import (
 // requests those handoffs cost more than the work (see docs/PERFORMANCE.md).
 // This is the shape nginx has: one connection, one request at a time, the
 // bytes parsed by net/http's own ReadResponse and written by Request.Write.
-// HTTP/1.1 is also what Claude Code itself speaks to the API.
 //
 // Contracts:
 //   - No proxy from the environment, no compression added: the request goes
-//     as forward built it, and the response comes back as sent.
+//     as the caller built it, and the response comes back as sent.
 //   - The request's context cancels it at any point: a request already
 //     cancelled is not sent; later, the connection is closed at once (the
 //     upstream sees its client go), and RoundTrip or the body's Read returns
@@ -74,7 +75,7 @@ type Transport struct {
 	idle map[string][]*upstreamConn
 
 	wdOnce sync.Once
-	wd     *watchdog // the response head deadline
+	wd     *watchdog.Watchdog // the response head deadline
 }
 
 // headTimeoutError is the error of a response head that did not come in
@@ -82,7 +83,7 @@ type Transport struct {
 type headTimeoutError struct{}
 
 func (headTimeoutError) Error() string {
-	return "credproxy: timeout awaiting the upstream's response head"
+	return "h1: timeout awaiting the upstream's response head"
 }
 func (headTimeoutError) Timeout() bool   { return true }
 func (headTimeoutError) Temporary() bool { return true }
@@ -119,7 +120,7 @@ type headLimitReader struct {
 	err   error
 }
 
-var errHeadTooLarge = errors.New("credproxy: upstream response head too large")
+var errHeadTooLarge = errors.New("h1: upstream response head too large")
 
 func (h *headLimitReader) Read(p []byte) (int, error) {
 	if h.limit < 0 {
@@ -144,7 +145,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if req.URL == nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		closeBody(req)
-		return nil, fmt.Errorf("credproxy: unsupported upstream URL %v", req.URL)
+		return nil, fmt.Errorf("h1: unsupported upstream URL %v", req.URL)
 	}
 	if err := ctx.Err(); err != nil { // a request already cancelled is never sent
 		closeBody(req)
@@ -178,20 +179,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The deadline covers writing the request and reading the response
 	// head: an upstream that stops reading the body is cut too. It closes
 	// the socket from the watchdog (no socket deadline: see watchdog).
-	var head *watch
+	var head *watchdog.Watch
 	if t.ResponseHeaderTimeout > 0 {
-		t.wdOnce.Do(func() { t.wd = newWatchdog(t.ResponseHeaderTimeout) })
-		head = t.wd.arm(t.ResponseHeaderTimeout, func() { uc.raw.Close() })
+		t.wdOnce.Do(func() { t.wd = watchdog.New(t.ResponseHeaderTimeout) })
+		head = t.wd.Arm(t.ResponseHeaderTimeout, func() { uc.raw.Close() })
 	}
 	timedOut := func(err error) error {
-		if head != nil && t.wd.disarm(head) {
+		if head != nil && t.wd.Disarm(head) {
 			return headTimeoutError{}
 		}
 		return err
 	}
 	var resp *http.Response
 	var writing chan error // a large body's write, while it may still run
-	if req.ContentLength <= earlyAnswerMin {
+	if req.ContentLength <= EarlyAnswerMin {
 		// The common case, on this goroutine alone: a small request goes
 		// into the socket's buffers whether or not the upstream reads it.
 		if err := writeChecked(uc.bw, req); err != nil {
@@ -247,41 +248,42 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return failAfterHead(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return failAfterHead(errors.New("credproxy: upstream switched protocols"))
+		return failAfterHead(errors.New("h1: upstream switched protocols"))
 	}
 	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx, writing: writing,
 		reuse: !resp.Close && !req.Close, reqBody: req.Body}
 	return resp, nil
 }
 
-// bodyReadError is a request body's own failure during its write (a body
+// BodyReadError is a request body's own failure during its write (a body
 // streamed from a client that broke off), as opposed to the upstream's:
-// the request can never be finished, and its connection is closed.
-type bodyReadError struct{ err error }
+// the request can never be finished, and its connection is closed. A body
+// that writes itself (WriteBody) returns its source's failure in one.
+type BodyReadError struct{ Err error }
 
-func (e bodyReadError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e bodyReadError) Unwrap() error { return e.err }
+func (e BodyReadError) Error() string { return "reading the request body: " + e.Err.Error() }
+func (e BodyReadError) Unwrap() error { return e.Err }
 
 // readAborter is a request body whose reads may block on someone else (a
-// body streamed from the proxy's client, which may stall): abortRead makes
+// body streamed from a proxy's client, which may stall): AbortRead makes
 // a read in progress, and any to come, fail at once. The write is stopped
 // with it wherever it is stopped, so that it ends whichever side it waits
 // on.
-type readAborter interface{ abortRead() }
+type readAborter interface{ AbortRead() }
 
 func abortBodyRead(body io.ReadCloser) {
 	if a, ok := body.(readAborter); ok {
-		a.abortRead()
+		a.AbortRead()
 	}
 }
 
-// earlyAnswerMin is the body size above which RoundTrip writes the
+// EarlyAnswerMin is the body size above which RoundTrip writes the
 // request on a goroutine of its own and watches for an answer meanwhile.
-// A smaller request fits, with any head the proxy's Server admits, in the
+// A smaller request fits, with any head a Server admits, in the
 // buffers of a fresh connection (on Linux 16 KiB to send, and the
 // upstream's receive window, 64 KiB or more): its write does not wait for
 // the upstream to read.
-const earlyAnswerMin = 16 << 10
+const EarlyAnswerMin = 16 << 10
 
 // startWrite writes req (which checkOutbound passed) to uc from a goroutine
 // of its own, and then sends the outcome on the channel it returns. (Its
@@ -293,7 +295,7 @@ func startWrite(uc *upstreamConn, req *http.Request) chan error {
 		if err == nil {
 			err = uc.bw.Flush()
 		}
-		if errors.As(err, new(bodyReadError)) {
+		if errors.As(err, new(BodyReadError)) {
 			// The request can never be finished: the upstream must not
 			// wait for the rest of it, nor this exchange for its answer.
 			uc.raw.Close()
@@ -319,13 +321,13 @@ func (t *Transport) readHead(uc *upstreamConn, req *http.Request) (*http.Respons
 			return resp, nil
 		}
 		if interim == maxInterim {
-			return nil, fmt.Errorf("credproxy: more than %d interim responses", maxInterim)
+			return nil, fmt.Errorf("h1: more than %d interim responses", maxInterim)
 		}
 	}
 }
 
 // cancelWatch closes a connection when a request's context is cancelled:
-// through paddock's Server's request context without allocating, or with
+// through Server's request context without allocating, or with
 // context.AfterFunc.
 type cancelWatch struct {
 	cw        closeWatcher
@@ -410,16 +412,16 @@ func (b *upstreamBody) Close() error {
 	return nil
 }
 
-// abort ends the exchange from any goroutine, as a cancel would: the
+// Abort ends the exchange from any goroutine, as a cancel would: the
 // connection is closed, and a Read in progress or to come fails. After
 // the body finished it does nothing: the connection may be in the pool.
-func (b *upstreamBody) abort() {
+func (b *upstreamBody) Abort() {
 	if b.state.CompareAndSwap(bodyActive, bodyAborted) {
 		b.uc.raw.Close()
 	}
 }
 
-// upstreamBody.state orders finish against abort.
+// upstreamBody.state orders finish against Abort.
 const (
 	bodyActive int32 = iota
 	bodyFinished

@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -19,16 +18,15 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/paddockhq/paddock/internal/anthropic"
-	"github.com/paddockhq/paddock/internal/logkey"
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
-// Server serves the credential proxy over HTTP/1.1 on its own connection
+// Server serves an http.Handler over HTTP/1.1 on its own connection
 // loop: one goroutine per connection reads a request with net/http's own
 // parser (http.ReadRequest), runs the handler on that goroutine and writes
 // the response, with no other goroutine or timer per request.
 //
-// It replaces net/http's server in front of the proxy because that server
+// It replaces net/http's server in front of paddock's proxy because that server
 // starts a goroutine per request to watch for the client going away and
 // stops it again with a socket deadline when the handler returns: thread
 // wake-ups and syscalls on every request, which on a proxy's short requests
@@ -43,12 +41,12 @@ import (
 //   - HTTP/1.1 only (1.0 gets a 505: its responses of unknown length
 //     would be framed by the connection's end, where a cut stream looks
 //     whole); requests need a valid Host header
-//     (a repeated one counts as its first: it never travels upstream); header names and values must be valid (no control bytes);
+//     (a repeated one counts as its first: a proxy should never pass it on); header names and values must be valid (no control bytes);
 //     a request head is at most MaxHeaderBytes. An obsolete line folding
 //     is replaced by a space, as http.ReadRequest does (RFC 9112 5.2). A malformed request gets a
 //     400 (431 for a large head, 505 for another version, 501 for an
 //     unsupported transfer coding, 417 for an Expect other than
-//     100-continue) in the Anthropic error shape, never echoing its bytes,
+//     100-continue), written by WriteRefusal, never echoing its bytes,
 //     and the connection is closed.
 //   - Expect: 100-continue is answered when the handler first reads the
 //     body. A body the handler did not read to its end closes the
@@ -58,12 +56,12 @@ import (
 //     6.3), and http.ReadRequest drops that length unseen.
 //   - The response is framed by its Content-Length, or chunked. Hop-by-hop
 //     headers a handler sets are dropped; response trailers are not sent.
-//     A handler that panics (forward aborting a broken stream) gets its
+//     A handler that panics (a proxy aborting a broken stream) gets its
 //     connection closed with the response unfinished, so a client
 //     never takes a cut stream for a whole one.
 //   - ReadHeaderTimeout bounds reading a request head once its first byte
 //     came; IdleTimeout bounds the wait for it. Both close the connection,
-//     enforced by a watchdog (see watchdog.go) with one watch per
+//     enforced by a watchdog (package watchdog) with one watch per
 //     connection.
 type Server struct {
 	Handler http.Handler
@@ -81,9 +79,14 @@ type Server struct {
 	// Log receives handler panics other than http.ErrAbortHandler; nil
 	// discards.
 	Log *slog.Logger
+	// WriteRefusal, if set, writes the response to a request the Server
+	// refuses itself (a malformed head, another HTTP version, …): status
+	// and a reason that never quotes the request. nil writes the reason as
+	// plain text (http.Error).
+	WriteRefusal func(w http.ResponseWriter, status int, reason string)
 
 	initOnce sync.Once
-	wd       *watchdog
+	wd       *watchdog.Watchdog
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -111,7 +114,7 @@ func (s *Server) init() {
 		if s.MaxHeaderBytes <= 0 {
 			s.MaxHeaderBytes = 64 << 10
 		}
-		s.wd = newWatchdog(min(s.ReadHeaderTimeout, s.IdleTimeout, s.WriteTimeout))
+		s.wd = watchdog.New(min(s.ReadHeaderTimeout, s.IdleTimeout, s.WriteTimeout))
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*serverConn]struct{}{}
 	})
@@ -153,6 +156,15 @@ func (s *Server) Serve(l net.Listener) error {
 			continue
 		}
 		go sc.serve()
+	}
+}
+
+// ServeConn serves one connection c, on the calling goroutine, until it
+// ends, as Serve serves each connection it accepts; it closes c.
+func (s *Server) ServeConn(c net.Conn) {
+	s.init()
+	if sc := s.newConn(c); sc != nil {
+		sc.serve()
 	}
 }
 
@@ -236,7 +248,7 @@ type serverConn struct {
 	bw     *bufio.Writer
 	ctx    context.Context
 	remote string
-	watch  *watch // idle and head deadlines; never while a request runs
+	watch  *watchdog.Watch // idle and head deadlines; never while a request runs
 	idle   atomic.Bool
 	hup    hangupReg // the kernel's hang-up report; nil: background reads
 
@@ -249,7 +261,7 @@ type serverConn struct {
 }
 
 // errRequestHeadTooLarge is the read error of a request head over the limit.
-var errRequestHeadTooLarge = errors.New("credproxy: request head too large")
+var errRequestHeadTooLarge = errors.New("h1: request head too large")
 
 func (s *Server) newConn(c net.Conn) *serverConn {
 	sc := &serverConn{s: s, c: c, remote: c.RemoteAddr().String(), ctx: context.Background()}
@@ -272,7 +284,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	}
 	s.conns[sc] = struct{}{}
 	s.mu.Unlock()
-	sc.watch = s.wd.arm(s.IdleTimeout, sc.abort)
+	sc.watch = s.wd.Arm(s.IdleTimeout, sc.abort)
 	sc.hup = watchHangup(c, sc.hungUp)
 	return sc
 }
@@ -284,9 +296,9 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 func (sc *serverConn) abort() {
 	_ = sc.c.SetDeadline(aLongTimeAgo)
 	// The close itself on its own goroutine: a watchdog calls abort and
-	// must not block, and a channel stream's Close waits, up to the
-	// session's write timeout, to send its FIN to a box that may have
-	// stopped reading. The deadline above already ends the reads and
+	// must not block, and a multiplexed stream's Close may wait, up to
+	// its write timeout, to send its FIN to a peer that may have stopped
+	// reading. The deadline above already ends the reads and
 	// writes in progress.
 	go sc.c.Close()
 	sc.hungUp()
@@ -304,16 +316,13 @@ func (sc *serverConn) hungUp() {
 	}
 }
 
-// never is a deadline that does not come.
-const never = time.Duration(math.MaxInt64 / 4)
-
 func (sc *serverConn) serve() {
 	s := sc.s
 	defer func() {
 		if sc.hup != nil {
 			sc.hup.Stop()
 		}
-		s.wd.disarm(sc.watch)
+		s.wd.Disarm(sc.watch)
 		sc.c.Close()
 		s.mu.Lock()
 		delete(s.conns, sc)
@@ -330,7 +339,7 @@ func (sc *serverConn) serve() {
 		if s.closing.Load() {
 			return
 		}
-		sc.watch.extend(s.IdleTimeout)
+		sc.watch.Extend(s.IdleTimeout)
 		// The head's limit counts from here, where the buffer may
 		// already hold up to its size of a pipelined request.
 		sc.lr.limit = int64(s.MaxHeaderBytes) + 4096
@@ -340,11 +349,11 @@ func (sc *serverConn) serve() {
 		linger = true
 		sc.idle.Store(false)
 		sc.fresh.Store(false)
-		sc.watch.extend(s.ReadHeaderTimeout)
+		sc.watch.Extend(s.ReadHeaderTimeout)
 		req, err := http.ReadRequest(sc.br)
 		tooLarge := sc.lr.limit == 0
 		sc.lr.limit = -1
-		sc.watch.extend(never)
+		sc.watch.Extend(watchdog.Never)
 		if err != nil {
 			switch {
 			case tooLarge:
@@ -381,10 +390,10 @@ func checkRequest(req *http.Request) (int, string) {
 		// HTTP/1.0 would need responses framed by the connection's end,
 		// where a cut stream cannot be told from a whole one on a channel
 		// stream (no reset): paddock's clients all speak HTTP/1.1.
-		return http.StatusHTTPVersionNotSupported, "paddock's credential proxy speaks HTTP/1.1 only"
+		return http.StatusHTTPVersionNotSupported, "this server speaks HTTP/1.1 only"
 	}
 	// http.ReadRequest has moved Host into req.Host (the first, if
-	// repeated; paddock never forwards a client's Host).
+	// repeated; a proxy should never forward a client's Host).
 	if req.ProtoAtLeast(1, 1) && req.Host == "" && req.Method != http.MethodConnect {
 		return http.StatusBadRequest, "the Host header is missing"
 	}
@@ -409,8 +418,12 @@ func checkRequest(req *http.Request) (int, string) {
 // then ends.
 func (sc *serverConn) fail(status int, why string) {
 	w := &response{sc: sc, h: http.Header{}, closeAfter: true}
-	anthropic.WriteError(w, status, errType(status), why, "")
-	sc.watch.extend(sc.s.WriteTimeout)
+	if sc.s.WriteRefusal != nil {
+		sc.s.WriteRefusal(w, status, why)
+	} else {
+		http.Error(w, why, status)
+	}
+	sc.watch.Extend(sc.s.WriteTimeout)
 	w.finish()
 }
 
@@ -418,17 +431,10 @@ func (sc *serverConn) fail(status int, why string) {
 // WriteTimeout (else the connection ends), from a point where its watch
 // is off; then the watch is off again.
 func (sc *serverConn) boundedFlush() error {
-	sc.watch.extend(sc.s.WriteTimeout)
+	sc.watch.Extend(sc.s.WriteTimeout)
 	err := sc.bw.Flush()
-	sc.watch.extend(never)
+	sc.watch.Extend(watchdog.Never)
 	return err
-}
-
-func errType(status int) string {
-	if status == http.StatusRequestHeaderFieldsTooLarge {
-		return anthropic.RequestTooLarge
-	}
-	return anthropic.InvalidRequest
 }
 
 // serveRequest runs the handler for req and reports whether the
@@ -469,19 +475,19 @@ func (sc *serverConn) serveRequest(req *http.Request) (keep bool) {
 	}
 	// The rest of the response goes out with a deadline: a client that
 	// stopped reading must not hold the connection's goroutine forever.
-	// (While the handler writes, the proxy bounds a stuck write itself:
-	// see tapBody.)
-	sc.watch.extend(sc.s.WriteTimeout)
+	// (While the handler writes, bounding a stuck write is the handler's
+	// own: see EndConnection.)
+	sc.watch.Extend(sc.s.WriteTimeout)
 	w.finish()
-	sc.watch.extend(never)
+	sc.watch.Extend(watchdog.Never)
 	w.runAfter()
 	keep = w.err == nil && !req.Close && !w.closeAfter && !gone && !sc.s.closing.Load()
 	if keep && !body.done.Load() {
 		// A body the handler left (a refused request): skip a small rest
 		// to keep the connection, as net/http's server does.
-		sc.watch.extend(sc.s.ReadHeaderTimeout)
+		sc.watch.Extend(sc.s.ReadHeaderTimeout)
 		_, err := io.CopyN(io.Discard, body.rc, maxDiscardBytes+1)
-		sc.watch.extend(never)
+		sc.watch.Extend(watchdog.Never)
 		keep = err == io.EOF
 	}
 	return keep
@@ -511,9 +517,9 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 		if v := recover(); v != nil {
 			panicked = true
 			if v != http.ErrAbortHandler && sc.s.Log != nil {
-				buf := make([]byte, 16<<10)
+				buf := make([]byte, 4000)
 				buf = buf[:runtime.Stack(buf, false)]
-				sc.s.Log.Error("credential proxy handler panicked", logkey.Error, logkey.Clip(strings.TrimSpace(string(buf)), 4000))
+				sc.s.Log.Error("handler panicked", "err", strings.TrimSpace(string(buf)))
 			}
 			// What was written so far reaches the client, without the end
 			// of the response (no last chunk): it sees a cut, not a whole
@@ -532,7 +538,7 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 // After its first Read (which answers the Expect, on the handler's
 // goroutine), the body may be read by one other goroutine while the
 // handler writes the response (a body streamed upstream: see
-// Proxy.streamBody): done and n are read by both.
+// the proxy's streamed bodies): done and n are read by both.
 type serverBody struct {
 	rc     io.ReadCloser
 	w      *response
@@ -585,12 +591,14 @@ type response struct {
 	after       []func()
 }
 
-func (w *response) afterResponse(f func()) { w.after = append(w.after, f) }
+// AfterResponse runs f once the response has been sent, or the
+// connection has failed, on the connection's goroutine.
+func (w *response) AfterResponse(f func()) { w.after = append(w.after, f) }
 
-// bodyBuffered reports whether the rest of the request's body, of a
+// BodyBuffered reports whether the rest of the request's body, of a
 // declared length, is already in the connection's buffer, so that reading
 // it cannot block (and no 100 Continue is owed).
-func (w *response) bodyBuffered() bool {
+func (w *response) BodyBuffered() bool {
 	b := w.body
 	if b == nil || b.done.Load() {
 		return true
@@ -598,7 +606,7 @@ func (w *response) bodyBuffered() bool {
 	return !b.expect && w.req.ContentLength >= 0 && w.req.ContentLength-b.n.Load() <= int64(w.sc.br.Buffered())
 }
 
-// runAfter runs the afterResponse functions, once.
+// runAfter runs the AfterResponse functions, once.
 func (w *response) runAfter() {
 	for i, f := range w.after {
 		w.after[i] = nil
@@ -614,7 +622,7 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("credproxy: invalid WriteHeader code " + strconv.Itoa(code))
+		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
 		return // interim responses are not relayed
@@ -656,7 +664,7 @@ func (w *response) writeHead(final bool) {
 		// A request framed by a transfer coding ends its connection: Go's
 		// parser drops a Content-Length sent beside it, so this is the only
 		// way to honour RFC 9112 6.3 (a server MUST close after a request
-		// with both). Claude Code sends a length.
+		// with both). Clients that care send a length.
 		w.closeAfter = true
 	}
 	if b := w.body; b != nil && !b.done.Load() && (b.expect || w.req.ContentLength < 0 || w.req.ContentLength-b.n.Load() > maxDiscardBytes) {
@@ -757,14 +765,14 @@ func (w *response) FlushError() error {
 // Flush implements http.Flusher.
 func (w *response) Flush() { _ = w.FlushError() }
 
-// SetReadDeadline serves http.ResponseController (the proxy's body
-// timeout).
+// SetReadDeadline serves http.ResponseController (a handler's own
+// timeout on reading the body).
 func (w *response) SetReadDeadline(t time.Time) error { return w.sc.c.SetReadDeadline(t) }
 
-// endConnection ends the response's connection at once, from any
+// EndConnection ends the response's connection at once, from any
 // goroutine: a handler stuck writing to a client that stopped reading gets
 // an error, and the request is cancelled.
-func (w *response) endConnection() { w.sc.abort() }
+func (w *response) EndConnection() { w.sc.abort() }
 
 // finish ends the response after the handler returned.
 func (w *response) finish() {
@@ -803,7 +811,7 @@ func (cr *connReader) Read(p []byte) (int, error) {
 	cr.mu.Lock()
 	if cr.inRead {
 		cr.mu.Unlock()
-		return 0, errors.New("credproxy: concurrent read on a connection")
+		return 0, errors.New("h1: concurrent read on a connection")
 	}
 	if cr.hasByte && len(p) > 0 {
 		p[0] = cr.byteBuf[0]
