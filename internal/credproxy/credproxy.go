@@ -155,14 +155,15 @@ type Proxy struct {
 	opts Options
 	wd   *watchdog.Watchdog // request body and stream idle deadlines
 	tr   http.RoundTripper  // the upstream transport
-	// ownTransport: tr is paddock's Transport, whose exchange a tap can
-	// abort without a context of its own.
-	ownTransport bool
-	log          *slog.Logger
-	decisions    decisionlog.Sink
-	ids          atomic.Uint64
-	idPrefix     string
-	bufs         sync.Pool
+	// caps are what tr promises: with h1.Transport, a tap aborts an
+	// exchange without a context of its own, and a large body may go
+	// upstream as it arrives.
+	caps      h1.Capabilities
+	log       *slog.Logger
+	decisions decisionlog.Sink
+	ids       atomic.Uint64
+	idPrefix  string
+	bufs      sync.Pool
 	// pending counts finished requests not yet recorded (Drain waits for
 	// zero; a WaitGroup may not be Added to while someone Waits at zero).
 	pendMu  sync.Mutex
@@ -207,7 +208,7 @@ func New(opts Options) (*Proxy, error) {
 		}
 		p.tr = t
 	}
-	_, p.ownTransport = p.tr.(*h1.Transport)
+	p.caps = h1.CapabilitiesOf(p.tr)
 	return p, nil
 }
 
@@ -232,7 +233,7 @@ type reqState struct {
 	cred     credential.Credential
 	token    string // the presented token, to strip copies of it
 	scanner  *anthropic.UsageScanner
-	cancel   context.CancelFunc // nil with paddock's own Transport
+	cancel   context.CancelFunc // nil with a Transport whose bodies abort (h1.Aborter)
 	upErr    error
 	buf      *bytes.Buffer
 	cw       *countingWriter
@@ -419,11 +420,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.entry.BytesIn = int64(body.Len())
 	}
 
-	// The tap's timeouts end the upstream exchange by closing paddock's
-	// own Transport's connection (its body's Abort); another transport
-	// (tests) gets a context of its own to cancel.
+	// The tap's timeouts end the upstream exchange by its body's Abort
+	// (h1.Aborter); with another transport (tests), by a context of its
+	// own.
 	ctx := r.Context()
-	if !p.ownTransport {
+	if !p.caps.AbortableBodies {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -435,7 +436,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // finish completes the entry and has it recorded. Under paddock's Server
-// that happens once the response is sent (see afterResponder), so the
+// that happens once the response is sent (h1.AfterResponder), so the
 // response is not held up by summarizing the body or writing the logs: on
 // the connection's goroutine, or for a large body on one of its own;
 // under any other server, at once. Records may therefore be written out of
@@ -468,7 +469,7 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 	p.pendMu.Lock()
 	p.pending++
 	p.pendMu.Unlock()
-	if ar, ok := w.(afterResponder); ok {
+	if ar, ok := w.(h1.AfterResponder); ok {
 		if len(st.body) >= recordAsideMin {
 			// Summarizing a large body takes about a millisecond a
 			// megabyte: on a goroutine of its own, so that the connection
@@ -486,13 +487,6 @@ func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, sta
 // its connection's goroutine. Below it, waking another goroutine costs
 // more than the record (see docs/PERFORMANCE.md).
 const recordAsideMin = 64 << 10
-
-// afterResponder is a ResponseWriter that runs f once its response has
-// been sent, or the connection has failed, on the connection's goroutine:
-// no goroutine is woken per request to record it.
-type afterResponder interface {
-	AfterResponse(f func())
-}
 
 // recordNow records one request that finish counted as pending.
 func (p *Proxy) recordNow(st *reqState) {
@@ -559,8 +553,9 @@ func (p *Proxy) authenticate(r *http.Request) (sessiontoken.Record, string, stri
 
 // readBody reads the request's body whole, or starts to pass it on as it
 // arrives (a streamedBody): only a body of declared length over streamMin
-// still arriving, under paddock's own Server (whose body may be read
-// beside the response) and Transport (which can stop such a read).
+// still arriving, under paddock's own Server (whose body says what is
+// buffered, and may be read beside the response) and Transport (which can
+// stop such a read).
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *streamedBody, int, string) {
 	buf := p.getBuf()
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -575,8 +570,8 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
 	}
 	if r.ContentLength >= 0 {
-		if bb, ok := w.(interface{ BodyBuffered() bool }); ok {
-			if bb.BodyBuffered() {
+		if bb, ok := r.Body.(h1.BufferedBody); ok {
+			if bb.Buffered() {
 				// All of it came with the head (the usual small request): no
 				// read can block, and its length is within the limit.
 				buf.Grow(int(r.ContentLength))
@@ -586,7 +581,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 				}
 				return buf, nil, 0, ""
 			}
-			if r.ContentLength > streamMin && p.ownTransport {
+			if r.ContentLength > streamMin && p.caps.StreamedBodies && fullDuplex(w) {
 				s, status, why := p.streamBody(w, r, buf)
 				if why != "" {
 					p.putBuf(buf)
@@ -758,7 +753,7 @@ func newTapBody(wd *watchdog.Watchdog, rc io.ReadCloser, sc *anthropic.UsageScan
 		} else {
 			t.idled.Store(true)
 		}
-		if a, ok := rc.(interface{ Abort() }); ok {
+		if a, ok := rc.(h1.Aborter); ok {
 			a.Abort()
 		}
 		if cancel != nil {
@@ -772,10 +767,11 @@ func newTapBody(wd *watchdog.Watchdog, rc io.ReadCloser, sc *anthropic.UsageScan
 func (t *tapBody) cut() bool { return t.idled.Load() || t.stalled.Load() }
 
 // endClient ends the connection of w's client at once: paddock's Server
-// closes it (sockets and channel streams alike); another server's gets a
-// write deadline in the past, which fails the stuck write.
+// closes it (h1.ConnectionEnder; sockets and channel streams alike);
+// another server's gets a write deadline in the past, which fails the
+// stuck write.
 func endClient(w http.ResponseWriter) {
-	if e, ok := w.(interface{ EndConnection() }); ok {
+	if e, ok := w.(h1.ConnectionEnder); ok {
 		e.EndConnection()
 		return
 	}

@@ -273,9 +273,9 @@ type readCloser struct {
 	io.Closer
 }
 
-// Abort passes the tap's abort on to paddock's own upstream body.
+// Abort passes the tap's abort on to the upstream body (h1.Aborter).
 func (r readCloser) Abort() {
-	if a, ok := r.Closer.(interface{ Abort() }); ok {
+	if a, ok := r.Closer.(h1.Aborter); ok {
 		a.Abort()
 	}
 }

@@ -29,8 +29,9 @@ const streamMin = h1.EarlyAnswerMin
 //
 // Its reads of the client run on the Transport's write goroutine while the
 // handler relays the answer (an upstream may answer before it has read
-// everything). The Transport ends a read that blocks with AbortRead when
-// it stops the write. Once RoundTrip has failed, or the answer's body is
+// everything): it writes itself (h1.BodyWriter), and the Transport ends a
+// read that blocks with AbortRead (h1.ReadAborter) when it stops the
+// write. Once RoundTrip has failed, or the answer's body is
 // closed, the write is over: data and err belong to the handler again.
 //
 // A client whose body breaks off (it went, or was slower than the read
@@ -57,6 +58,11 @@ type streamedBody struct {
 	aborted, reading, deadline, fired atomic.Bool
 }
 
+var (
+	_ h1.BodyWriter  = (*streamedBody)(nil)
+	_ h1.ReadAborter = (*streamedBody)(nil)
+)
+
 // streamBody starts a streamed body for r, whose declared length is over
 // streamMin and within the limit. The first read is made here, on the
 // handler's goroutine: it answers an Expect: 100-continue, so the other
@@ -70,6 +76,13 @@ func (p *Proxy) streamBody(w http.ResponseWriter, r *http.Request, buf *bytes.Bu
 		return nil, http.StatusBadRequest, "the request body could not be read completely"
 	}
 	return s, 0, ""
+}
+
+// fullDuplex reports whether w's server lets the request body be read
+// while the response is written, as a body passed on as it arrives is
+// when the upstream answers early.
+func fullDuplex(w http.ResponseWriter) bool {
+	return http.NewResponseController(w).EnableFullDuplex() == nil
 }
 
 // arm starts the read timeout: past it, the client's reads fail at once

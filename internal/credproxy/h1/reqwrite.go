@@ -131,16 +131,9 @@ func writeChecked(bw *bufio.Writer, req *http.Request) (err error) {
 	if !hasBody {
 		return nil
 	}
-	if bb, ok := req.Body.(*BytesBody); ok && bb.off == 0 && int64(len(bb.b)) == req.ContentLength {
-		_, err := bw.Write(bb.b)
-		return err
-	}
-	if sb, ok := req.Body.(interface {
-		WriteBody(w io.Writer, n int64) (int64, error)
-	}); ok {
-		// A body still arriving from elsewhere: each piece goes on as it
-		// comes.
-		if n, err := sb.WriteBody(bw, req.ContentLength); err != nil {
+	if b, ok := req.Body.(BodyWriter); ok {
+		// In one write from memory, or each piece as it comes.
+		if n, err := b.WriteBody(bw, req.ContentLength); err != nil {
 			return fmt.Errorf("h1: request body: %d of %d bytes: %w", n, req.ContentLength, err)
 		}
 		return nil
@@ -167,7 +160,8 @@ func validTarget(q string) bool {
 }
 
 // BytesBody is a request body already in memory, which Transport sends in
-// one write. Its zero value is empty; Reset sets what it holds.
+// one write (BodyWriter). Its zero value is empty; Reset sets what it
+// holds.
 type BytesBody struct {
 	b   []byte
 	off int
@@ -186,3 +180,13 @@ func (r *BytesBody) Read(p []byte) (int, error) {
 }
 
 func (r *BytesBody) Close() error { return nil }
+
+// WriteBody implements BodyWriter: what is left of the body, in one write.
+func (r *BytesBody) WriteBody(w io.Writer, n int64) (int64, error) {
+	if int64(len(r.b)-r.off) != n {
+		return 0, fmt.Errorf("the body holds %d bytes, not %d", len(r.b)-r.off, n)
+	}
+	m, err := w.Write(r.b[r.off:])
+	r.off += m
+	return int64(m), err
+}

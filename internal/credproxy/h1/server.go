@@ -537,8 +537,8 @@ func (sc *serverConn) runHandler(w *response, req *http.Request) (panicked bool)
 //
 // After its first Read (which answers the Expect, on the handler's
 // goroutine), the body may be read by one other goroutine while the
-// handler writes the response (a body streamed upstream: see
-// the proxy's streamed bodies): done and n are read by both.
+// handler writes the response (a body a proxy streams upstream; see
+// EnableFullDuplex): done and n are read by both.
 type serverBody struct {
 	rc     io.ReadCloser
 	w      *response
@@ -573,6 +573,15 @@ func (b *serverBody) Read(p []byte) (int, error) {
 
 func (b *serverBody) Close() error { return nil }
 
+// Buffered implements BufferedBody.
+func (b *serverBody) Buffered() bool {
+	if b.done.Load() {
+		return true
+	}
+	req, br := b.w.req, b.w.sc.br
+	return !b.expect && req.ContentLength >= 0 && req.ContentLength-b.n.Load() <= int64(br.Buffered())
+}
+
 // response is the http.ResponseWriter of one request.
 type response struct {
 	sc          *serverConn
@@ -591,20 +600,8 @@ type response struct {
 	after       []func()
 }
 
-// AfterResponse runs f once the response has been sent, or the
-// connection has failed, on the connection's goroutine.
+// AfterResponse implements AfterResponder.
 func (w *response) AfterResponse(f func()) { w.after = append(w.after, f) }
-
-// BodyBuffered reports whether the rest of the request's body, of a
-// declared length, is already in the connection's buffer, so that reading
-// it cannot block (and no 100 Continue is owed).
-func (w *response) BodyBuffered() bool {
-	b := w.body
-	if b == nil || b.done.Load() {
-		return true
-	}
-	return !b.expect && w.req.ContentLength >= 0 && w.req.ContentLength-b.n.Load() <= int64(w.sc.br.Buffered())
-}
 
 // runAfter runs the AfterResponse functions, once.
 func (w *response) runAfter() {
@@ -769,9 +766,13 @@ func (w *response) Flush() { _ = w.FlushError() }
 // timeout on reading the body).
 func (w *response) SetReadDeadline(t time.Time) error { return w.sc.c.SetReadDeadline(t) }
 
-// EndConnection ends the response's connection at once, from any
-// goroutine: a handler stuck writing to a client that stopped reading gets
-// an error, and the request is cancelled.
+// EnableFullDuplex serves http.ResponseController. A Server is always
+// full duplex: a handler may read the request's body after it began the
+// response, and once the handler has read from it, one other goroutine
+// may read it while the handler writes.
+func (w *response) EnableFullDuplex() error { return nil }
+
+// EndConnection implements ConnectionEnder.
 func (w *response) EndConnection() { w.sc.abort() }
 
 // finish ends the response after the handler returned.

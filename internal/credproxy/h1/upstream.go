@@ -44,10 +44,14 @@ import (
 //     the body is read, golang/go#40747) is returned at once. The rest of the
 //     request goes on while the answer is read; if it has not all gone
 //     250 ms after the answer ends, it is stopped and the connection is not
-//     reused. A body that may itself wait on someone (readAborter: one
-//     streamed from the proxy's client) has its read stopped with it.
+//     reused. A body that may itself wait on someone (ReadAborter: one
+//     streamed from a proxy's client) has its read stopped with it.
 //     RoundTrip and the body's end return only once the write is done with
-//     the request's body.
+//     the request's body. (Capabilities says so to a caller: both
+//     StreamedBodies and AbortableBodies.)
+//   - A request body that implements BodyWriter writes itself; any other is
+//     copied, exactly ContentLength bytes of it.
+//   - The response body implements Aborter.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
@@ -87,6 +91,12 @@ func (headTimeoutError) Error() string {
 }
 func (headTimeoutError) Timeout() bool   { return true }
 func (headTimeoutError) Temporary() bool { return true }
+
+// Capabilities implements Capable: Transport's response bodies can be
+// aborted, and a request body may be one that stalls.
+func (t *Transport) Capabilities() Capabilities {
+	return Capabilities{AbortableBodies: true, StreamedBodies: true}
+}
 
 // NewTransport returns the default upstream Transport.
 func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *Transport {
@@ -264,15 +274,10 @@ type BodyReadError struct{ Err error }
 func (e BodyReadError) Error() string { return "reading the request body: " + e.Err.Error() }
 func (e BodyReadError) Unwrap() error { return e.Err }
 
-// readAborter is a request body whose reads may block on someone else (a
-// body streamed from a proxy's client, which may stall): AbortRead makes
-// a read in progress, and any to come, fail at once. The write is stopped
-// with it wherever it is stopped, so that it ends whichever side it waits
-// on.
-type readAborter interface{ AbortRead() }
-
+// abortBodyRead stops a read of a request body that may wait on someone
+// else (ReadAborter), wherever a write is stopped.
 func abortBodyRead(body io.ReadCloser) {
-	if a, ok := body.(readAborter); ok {
+	if a, ok := body.(ReadAborter); ok {
 		a.AbortRead()
 	}
 }
@@ -330,13 +335,13 @@ func (t *Transport) readHead(uc *upstreamConn, req *http.Request) (*http.Respons
 // through Server's request context without allocating, or with
 // context.AfterFunc.
 type cancelWatch struct {
-	cw        closeWatcher
+	cw        CloseWatcher
 	afterStop func() bool
 }
 
 func watchCancel(ctx context.Context, c io.Closer) cancelWatch {
-	if cw, ok := ctx.(closeWatcher); ok {
-		cw.watchClose(c)
+	if cw, ok := ctx.(CloseWatcher); ok {
+		cw.WatchClose(c)
 		return cancelWatch{cw: cw}
 	}
 	return cancelWatch{afterStop: context.AfterFunc(ctx, func() { c.Close() })}
@@ -345,7 +350,7 @@ func watchCancel(ctx context.Context, c io.Closer) cancelWatch {
 // stop ends the watch and reports whether it did so before a cancel.
 func (w cancelWatch) stop() bool {
 	if w.cw != nil {
-		return w.cw.unwatchClose()
+		return w.cw.UnwatchClose()
 	}
 	return w.afterStop()
 }
@@ -412,9 +417,8 @@ func (b *upstreamBody) Close() error {
 	return nil
 }
 
-// Abort ends the exchange from any goroutine, as a cancel would: the
-// connection is closed, and a Read in progress or to come fails. After
-// the body finished it does nothing: the connection may be in the pool.
+// Abort implements Aborter. After the body finished it does nothing: the
+// connection may be in the pool.
 func (b *upstreamBody) Abort() {
 	if b.state.CompareAndSwap(bodyActive, bodyAborted) {
 		b.uc.raw.Close()

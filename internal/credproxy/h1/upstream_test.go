@@ -561,3 +561,19 @@ type closeCount struct {
 }
 
 func (c *closeCount) Close() error { c.closed.Add(1); return nil }
+
+// TestCapabilitiesOf: Transport states its promises; a RoundTripper that
+// does not implement Capable promises nothing more.
+func TestCapabilitiesOf(t *testing.T) {
+	for _, c := range []struct {
+		rt   http.RoundTripper
+		want Capabilities
+	}{
+		{NewTransport(1, time.Second), Capabilities{AbortableBodies: true, StreamedBodies: true}},
+		{http.DefaultTransport, Capabilities{}},
+	} {
+		if got := CapabilitiesOf(c.rt); got != c.want {
+			t.Errorf("%T: %+v, want %+v", c.rt, got, c.want)
+		}
+	}
+}
