@@ -266,7 +266,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	refuse := func(status int, typ, reason string) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = "refused", reason, status
+		st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Refused, reason, status
 		anthropic.WriteError(w, status, typ, reason, st.entry.RequestID)
 	}
 
@@ -286,7 +286,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
 	if rawPath == helloPath && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = "local", "preconnect answered by paddock", http.StatusOK
+		st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Local, "preconnect answered by paddock", http.StatusOK
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
 		return
@@ -430,7 +430,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		st.cancel = cancel
 	}
-	st.entry.Decision = "forwarded"
+	st.entry.Decision = decisionlog.Forwarded
 	st.cw = &countingWriter{ResponseWriter: w}
 	p.forward(ctx, st.cw, r, st)
 }
@@ -617,7 +617,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer,
 
 func (p *Proxy) record(st *reqState) {
 	e := &st.entry
-	if e.Decision == "forwarded" {
+	if e.Decision == decisionlog.Forwarded {
 		sum := anthropic.Summarize(st.body)
 		e.Model, e.Stream, e.ToolResultIDs = sum.Model, sum.Stream, sum.ToolResultIDs
 		if st.scanner != nil {
@@ -645,7 +645,7 @@ func (p *Proxy) record(st *reqState) {
 	// ordinary ones at debug level only, and what went wrong above it.
 	level := slog.LevelDebug
 	switch {
-	case e.Decision == "refused" || e.Status >= 500:
+	case e.Decision == decisionlog.Refused || e.Status >= 500:
 		level = slog.LevelWarn
 	case e.Status >= 400 || e.Reason != "" || st.upErr != nil:
 		level = slog.LevelInfo
@@ -654,7 +654,7 @@ func (p *Proxy) record(st *reqState) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String(logkey.Decision, e.Decision), slog.String(logkey.Session, e.Session),
+		slog.String(logkey.Decision, string(e.Decision)), slog.String(logkey.Session, e.Session),
 		slog.String(logkey.RequestID, e.RequestID), slog.String(logkey.Method, e.Method),
 		slog.String(logkey.Path, e.Path), slog.Int(logkey.Status, e.Status),
 		slog.Int64(logkey.BytesIn, e.BytesIn), slog.Int64(logkey.BytesOut, e.BytesOut),
