@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
 	"github.com/paddockhq/paddock/internal/credproxy/h1"
@@ -279,3 +280,6 @@ func (r readCloser) Abort() {
 		a.Abort()
 	}
 }
+
+// copyBufs are the 32 KiB buffers responses are copied through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -78,13 +78,6 @@ func (p *Proxy) streamBody(w http.ResponseWriter, r *http.Request, buf *bytes.Bu
 	return s, 0, ""
 }
 
-// fullDuplex reports whether w's server lets the request body be read
-// while the response is written, as a body passed on as it arrives is
-// when the upstream answers early.
-func fullDuplex(w http.ResponseWriter) bool {
-	return http.NewResponseController(w).EnableFullDuplex() == nil
-}
-
 // arm starts the read timeout: past it, the client's reads fail at once
 // (a deadline in the past, set by the watchdog: no per-request socket
 // deadline).
