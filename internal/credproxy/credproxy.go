@@ -2,6 +2,14 @@
 // accepts a live per-session token from a box and forwards the request to
 // the Anthropic API with the owner's real credential in its place.
 //
+// Each request is decided first, then acted on: decide (decide.go) looks
+// at the request and returns a verdict — forward it with a plan, answer it
+// here, or refuse it with a status and a reason — and ServeHTTP
+// (serve.go) carries that out; only reading the body and the upstream's
+// answer can still end a forwarded request otherwise. The HTTP/1.1 it
+// runs on, server and upstream client, is package h1's, which knows
+// nothing of credentials.
+//
 // Contract, for every request:
 //
 //   - Only POST /v1/messages, POST /v1/messages/count_tokens and GET

@@ -3,33 +3,25 @@ package credproxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
-	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/decisionlog"
-	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
-	"github.com/paddockhq/paddock/internal/secret"
 )
 
 // reqState is one request's state, from ServeHTTP through forward to
 // the record.
 type reqState struct {
 	entry    decisionlog.Entry
-	rt       route
-	query    string
+	plan     // how it goes out, as decided
 	body     []byte
 	stream   *streamedBody // a body passed on as it arrives; then body is set in finish
 	answered bool          // the whole answer was sent before the rest of a streamed body was read
-	cred     credential.Credential
-	token    string // the presented token, to strip copies of it
 	scanner  *anthropic.UsageScanner
 	cancel   context.CancelFunc // nil with a Transport whose bodies abort (h1.Aborter)
 	upErr    error
@@ -40,15 +32,12 @@ type reqState struct {
 	out     http.Request
 	url     url.URL
 	outBody h1.BytesBody
-	// relay routes
-	relay       *Relay
-	relayPath   string
-	relaySecret secret.Value
 }
 
 func (p *Proxy) nextID() string { return p.idPrefix + strconv.FormatUint(p.ids.Add(1), 10) }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: decide says what to do with the
+// request, and ServeHTTP does it.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	st := &reqState{entry: decisionlog.Entry{
@@ -57,147 +46,43 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// One deferred finish, so that it runs even when the reverse proxy aborts
 	// a broken stream with panic(http.ErrAbortHandler).
 	defer p.finish(st, w, r, start)
-	// A request over a box's channel is that box's, token or not: its
-	// refusals go to its session's log too. The token must still agree.
-	if ch, ok := channelSession(r.Context()); ok {
-		st.entry.Session = ch
-	}
-
-	refuse := func(status int, typ, reason string) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Refused, reason, status
-		anthropic.WriteError(w, status, typ, reason, st.entry.RequestID)
-	}
-
-	// Target form: only origin-form ("/path?query"). CONNECT uses
-	// authority-form, forward proxies absolute-form; neither is ours.
-	if r.Method == http.MethodConnect {
-		refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "CONNECT is not served by the credential proxy")
-		return
-	}
-	if !strings.HasPrefix(r.RequestURI, "/") || r.URL.IsAbs() || r.URL.Host != "" {
-		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "only origin-form request targets (/v1/...) are served")
-		return
-	}
-	if wantsUpgrade(r) {
-		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "protocol upgrades (h2c, websocket) are not served")
-		return
-	}
-	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
-	if rawPath == helloPath && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Local, "preconnect answered by paddock", http.StatusOK
+	v := p.decide(r)
+	st.entry.Session = v.session
+	switch v.outcome {
+	case decisionlog.Refused:
+		if v.allow != "" {
+			w.Header().Set("Allow", v.allow)
+		}
+		refuse(w, st, v.status, v.errType, v.reason)
+	case decisionlog.Local:
+		st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Local, v.reason, v.status
 		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
+		w.WriteHeader(v.status)
+	case decisionlog.Forwarded:
+		if v.plan.release != nil {
+			defer v.plan.release()
+		}
+		st.plan = v.plan
+		p.send(w, r, st)
 	}
-	if rl, suffix, ok := p.matchRelay(rawPath); ok {
-		// A relay route: the same checks and handling, another upstream
-		// and the session's secret for it instead of the credential.
-		if why := checkRelayRequest(r.Method, suffix); why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		q, why := checkRelayQuery(rawQuery)
-		if why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		dec, _ := url.PathUnescape(suffix) // checked above: no escaped separators
-		st.relay, st.relayPath, st.query = rl, dec, q
-	} else {
-		direct := isDirect(r.Context())
-		rts := matchPath(rawPath, direct)
-		if len(rts) == 0 {
-			if direct {
-				refuse(http.StatusNotFound, anthropic.NotFound, "paddock lets the API host's "+strconv.Quote(logkey.Clip(rawPath, 80))+" through to no one (see docs/DIRECT-REQUESTS.md)")
-				return
-			}
-			refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models"+p.relayNote())
-			return
-		}
-		var rt route
-		found := false
-		for _, c := range rts {
-			if c.method == r.Method {
-				rt, found = c, true
-			}
-		}
-		if !found {
-			w.Header().Set("Allow", allowed(rts))
-			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+logkey.Clip(r.Method, 20)+" is not allowed on "+rawPath)
-			return
-		}
-		if rt.usageView && !p.opts.UsageView {
-			refuse(http.StatusForbidden, anthropic.Permission, usageViewOff)
-			return
-		}
-		st.rt = rt
-		q, why := checkQuery(rt, rawQuery)
-		if why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		st.query = q
-	}
+}
 
-	// Authentication: the token, once, in its kind's header.
-	rec, tok, why := p.authenticate(r)
-	if why != "" {
-		refuse(http.StatusUnauthorized, anthropic.Authentication, why)
-		return
-	}
-	st.entry.Session = rec.Session
-	st.token = tok
-	if ch, ok := channelSession(r.Context()); ok && ch != rec.Session {
-		refuse(http.StatusForbidden, anthropic.Permission, "this token belongs to another session than the box it came from")
-		return
-	}
-	if st.relay != nil {
-		sec, ok := secret.Value{}, false
-		if p.opts.RelaySecret != nil {
-			sec, ok = p.opts.RelaySecret(rec.Session, st.relay.Name)
-		}
-		if !ok {
-			refuse(http.StatusForbidden, anthropic.Permission, "this session has no secret for relay "+st.relay.Name+"; give one when the session is created")
-			return
-		}
-		st.relaySecret = sec
-	}
-	var cred credential.Credential
-	var err error
-	if p.opts.SessionCredential != nil {
-		cred, err = p.opts.SessionCredential(rec.Session)
-	} else {
-		cred, err = p.opts.Credential.Current()
-	}
-	if err != nil && st.relay == nil && errors.Is(err, errdefs.ErrForbidden) {
-		refuse(http.StatusForbidden, anthropic.Permission, err.Error())
-		return
-	}
-	if err != nil && st.relay == nil && errors.Is(err, credential.ErrExpired) {
-		// An expired or dead login: Claude Code shows this, and it says
-		// what to do.
-		refuse(http.StatusUnauthorized, anthropic.Authentication, "paddock: "+err.Error())
-		return
-	}
-	if err != nil && st.relay == nil {
-		// The message names what to do; it never holds a secret.
-		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())
-		return
-	}
-	if p.opts.Limits != nil {
-		release, why := p.opts.Limits.Admit(rec.Session)
-		if why != "" {
-			refuse(http.StatusTooManyRequests, anthropic.RateLimit, why)
-			return
-		}
-		defer release()
-	}
-	if st.relay == nil && cred.Kind != rec.Kind {
+// refuse answers a request paddock refuses, in the API's error shape, and
+// says so in its entry.
+func refuse(w http.ResponseWriter, st *reqState, status int, errType, reason string) {
+	st.entry.Decision, st.entry.Reason, st.entry.Status = decisionlog.Refused, reason, status
+	anthropic.WriteError(w, status, errType, reason, st.entry.RequestID)
+}
+
+// send carries out a forward: the body is read (or begins to go upstream
+// as it arrives), then forward sends the request and streams the answer
+// back. A body that cannot be had is still a refusal.
+func (p *Proxy) send(w http.ResponseWriter, r *http.Request, st *reqState) {
+	if st.relay == nil && st.cred.Kind != st.tokenKind {
 		p.log.Warn("owner credential kind differs from the session token's; restart the session so its CLI matches",
-			logkey.Session, rec.Session, logkey.Kind, string(cred.Kind))
+			logkey.Session, st.entry.Session, logkey.Kind, string(st.cred.Kind))
 	}
-	st.cred = cred
-	st.entry.CredentialUser = cred.User
+	st.entry.CredentialUser = st.cred.User
 
 	// Read the body before going upstream, or pass a large one on as it
 	// arrives (see the package doc).
@@ -207,7 +92,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestEntityTooLarge {
 			typ = anthropic.RequestTooLarge
 		}
-		refuse(status, typ, why)
+		refuse(w, st, status, typ, why)
 		return
 	}
 	st.buf = body
