@@ -19,8 +19,8 @@ import (
 // as context.AfterFunc runs them — so a context derived from this one is
 // cancelled on such a goroutine, just after cancel returns. The closer
 // given to WatchClose (CloseWatcher) is closed at once, on the cancelling
-// goroutine, unless UnwatchClose came first. There is one such slot: one upstream
-// exchange per request at a time, which is all a proxy needs.
+// goroutine, unless UnwatchClose came first. There is one such slot: one
+// upstream exchange per request at a time, which is all a proxy needs.
 type requestContext struct {
 	context.Context // the parent: values; never done
 

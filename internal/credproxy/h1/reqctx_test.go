@@ -88,7 +88,7 @@ func TestRequestContextIsACancel(t *testing.T) {
 }
 
 // TestRequestContextWatchClose: a cancel closes the watched connection
-// once; unwatchClose before it keeps the connection; after it, it says so.
+// once; UnwatchClose before it keeps the connection; after it, it says so.
 func TestRequestContextWatchClose(t *testing.T) {
 	ctx, cancel := newRequestContext(context.Background())
 	rc := ctx.(*requestContext)
