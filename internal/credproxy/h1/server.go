@@ -31,10 +31,12 @@ import (
 // only once its body has been read.
 //
 // Contracts, beyond http.ReadRequest's:
-//   - HTTP/1.1 only (1.0 gets a 505: its responses of unknown length
-//     would be framed by the connection's end, where a cut stream looks
-//     whole); requests need a valid Host header
-//     (a repeated one counts as its first: a proxy should never pass it on); header names and values must be valid (no control bytes);
+//   - HTTP/1.1 only (a later 1.x is served as 1.1, as RFC 9110 2.5 asks;
+//     1.0 gets a 505: its responses of unknown length would be framed by
+//     the connection's end, where a cut stream looks whole); requests need
+//     a valid Host header (a repeated one counts as its first: a proxy
+//     should never pass it on); header names and values must be valid (no
+//     control bytes);
 //     a request head is at most MaxHeaderBytes. An obsolete line folding
 //     is replaced by a space, as http.ReadRequest does (RFC 9112 5.2). A malformed request gets a
 //     400 (431 for a large head, 505 for another version, 501 for an
