@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // rawUpstream answers every request on its connections with a canned small
@@ -26,7 +27,7 @@ import (
 func rawUpstream(tb testing.TB) *url.URL {
 	body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":1}}`
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nRequest-Id: req_1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
-	addr := serveConns(tb, func(c net.Conn) {
+	addr := testenv.ServeConns(tb, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		for {
 			n, err := readRawHead(br)

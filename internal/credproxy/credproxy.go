@@ -2,6 +2,14 @@
 // accepts a live per-session token from a box and forwards the request to
 // the Anthropic API with the owner's real credential in its place.
 //
+// Each request is decided first, then acted on: decide (decide.go) looks
+// at the request and returns a verdict — forward it with a plan, answer it
+// here, or refuse it with a status and a reason — and ServeHTTP
+// (serve.go) carries that out; only reading the body and the upstream's
+// answer can still end a forwarded request otherwise. The HTTP/1.1 it
+// runs on, server and upstream client, is package h1's, which knows
+// nothing of credentials.
+//
 // Contract, for every request:
 //
 //   - Only POST /v1/messages, POST /v1/messages/count_tokens and GET
@@ -34,7 +42,7 @@
 //     response has ended, never on the stream's path.
 //   - The response is streamed back untouched (forward.go): an event
 //     stream flushed after every read from the upstream; a client that
-//     goes away cancels the upstream request at once (server.go).
+//     goes away cancels the upstream request at once (h1.Server).
 //   - One Entry per request goes to the decision log, and one line to the
 //     Runner's log: at debug level for an ordinary forwarded request, info
 //     for an upstream 4xx or a cut stream, warn for a refusal or a 5xx.
@@ -42,30 +50,25 @@
 package credproxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/anthropic"
 	"github.com/paddockhq/paddock/internal/chansession"
 	"github.com/paddockhq/paddock/internal/credential"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/decisionlog"
-	"github.com/paddockhq/paddock/internal/errdefs"
-	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
 // Tokens checks session tokens; *sessiontoken.Registry implements it.
@@ -151,16 +154,17 @@ type Options struct {
 // relies on.
 type Proxy struct {
 	opts Options
-	wd   *watchdog         // request body and stream idle deadlines
-	tr   http.RoundTripper // the upstream transport
-	// ownTransport: tr is paddock's Transport, whose exchange a tap can
-	// abort without a context of its own.
-	ownTransport bool
-	log          *slog.Logger
-	decisions    decisionlog.Sink
-	ids          atomic.Uint64
-	idPrefix     string
-	bufs         sync.Pool
+	wd   *watchdog.Watchdog // request body and stream idle deadlines
+	tr   http.RoundTripper  // the upstream transport
+	// caps are what tr promises: with h1.Transport, a tap aborts an
+	// exchange without a context of its own, and a large body may go
+	// upstream as it arrives.
+	caps      h1.Capabilities
+	log       *slog.Logger
+	decisions decisionlog.Sink
+	ids       atomic.Uint64
+	idPrefix  string
+	bufs      sync.Pool
 	// pending counts finished requests not yet recorded (Drain waits for
 	// zero; a WaitGroup may not be Added to while someone Waits at zero).
 	pendMu  sync.Mutex
@@ -188,7 +192,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.MaxIdleConns <= 0 {
 		opts.MaxIdleConns = 512
 	}
-	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions, wd: newWatchdog(min(opts.ReadTimeout, opts.StreamIdleTimeout))}
+	p := &Proxy{opts: opts, log: opts.Log, decisions: opts.Decisions, wd: watchdog.New(min(opts.ReadTimeout, opts.StreamIdleTimeout))}
 	p.pendC = sync.NewCond(&p.pendMu)
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -199,13 +203,13 @@ func New(opts Options) (*Proxy, error) {
 	p.idPrefix = "req_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "_"
 	p.tr = opts.Transport
 	if p.tr == nil {
-		t := NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
+		t := h1.NewTransport(opts.MaxIdleConns, opts.ResponseHeaderTimeout)
 		if opts.UpstreamRoots != nil {
 			t.TLSClientConfig = &tls.Config{RootCAs: opts.UpstreamRoots}
 		}
 		p.tr = t
 	}
-	_, p.ownTransport = p.tr.(*Transport)
+	p.caps = h1.CapabilitiesOf(p.tr)
 	return p, nil
 }
 
@@ -217,584 +221,3 @@ func WithChannelSession(ctx context.Context, session string) context.Context {
 }
 
 func channelSession(ctx context.Context) (string, bool) { return chansession.From(ctx) }
-
-// reqState is one request's state, from ServeHTTP through forward to
-// the record.
-type reqState struct {
-	entry    decisionlog.Entry
-	rt       route
-	query    string
-	body     []byte
-	stream   *streamedBody // a body passed on as it arrives; then body is set in finish
-	answered bool          // the whole answer was sent before the rest of a streamed body was read
-	cred     credential.Credential
-	token    string // the presented token, to strip copies of it
-	scanner  *anthropic.UsageScanner
-	cancel   context.CancelFunc // nil with paddock's own Transport
-	upErr    error
-	buf      *bytes.Buffer
-	cw       *countingWriter
-	tap      *tapBody
-	// the upstream request, kept here to save allocations
-	out     http.Request
-	url     url.URL
-	outBody bytesBody
-	// relay routes
-	relay       *Relay
-	relayPath   string
-	relaySecret secret.Value
-}
-
-func (p *Proxy) nextID() string { return p.idPrefix + strconv.FormatUint(p.ids.Add(1), 10) }
-
-// ServeHTTP implements http.Handler.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	st := &reqState{entry: decisionlog.Entry{
-		Time: start.UTC(), RequestID: p.nextID(), Method: r.Method, Path: logkey.Clip(r.RequestURI, 200),
-	}}
-	// One deferred finish, so that it runs even when the reverse proxy aborts
-	// a broken stream with panic(http.ErrAbortHandler).
-	defer p.finish(st, w, r, start)
-	// A request over a box's channel is that box's, token or not: its
-	// refusals go to its session's log too. The token must still agree.
-	if ch, ok := channelSession(r.Context()); ok {
-		st.entry.Session = ch
-	}
-
-	refuse := func(status int, typ, reason string) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = "refused", reason, status
-		anthropic.WriteError(w, status, typ, reason, st.entry.RequestID)
-	}
-
-	// Target form: only origin-form ("/path?query"). CONNECT uses
-	// authority-form, forward proxies absolute-form; neither is ours.
-	if r.Method == http.MethodConnect {
-		refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "CONNECT is not served by the credential proxy")
-		return
-	}
-	if !strings.HasPrefix(r.RequestURI, "/") || r.URL.IsAbs() || r.URL.Host != "" {
-		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "only origin-form request targets (/v1/...) are served")
-		return
-	}
-	if wantsUpgrade(r) {
-		refuse(http.StatusBadRequest, anthropic.InvalidRequest, "protocol upgrades (h2c, websocket) are not served")
-		return
-	}
-	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
-	if rawPath == helloPath && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
-		st.entry.Decision, st.entry.Reason, st.entry.Status = "local", "preconnect answered by paddock", http.StatusOK
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if rl, suffix, ok := p.matchRelay(rawPath); ok {
-		// A relay route: the same checks and handling, another upstream
-		// and the session's secret for it instead of the credential.
-		if why := checkRelayRequest(r.Method, suffix); why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		q, why := checkRelayQuery(rawQuery)
-		if why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		dec, _ := url.PathUnescape(suffix) // checked above: no escaped separators
-		st.relay, st.relayPath, st.query = rl, dec, q
-	} else {
-		direct := isDirect(r.Context())
-		rts := matchPath(rawPath, direct)
-		if len(rts) == 0 {
-			if direct {
-				refuse(http.StatusNotFound, anthropic.NotFound, "paddock lets the API host's "+strconv.Quote(logkey.Clip(rawPath, 80))+" through to no one (see docs/DIRECT-REQUESTS.md)")
-				return
-			}
-			refuse(http.StatusNotFound, anthropic.NotFound, "paddock forwards only POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models"+p.relayNote())
-			return
-		}
-		var rt route
-		found := false
-		for _, c := range rts {
-			if c.method == r.Method {
-				rt, found = c, true
-			}
-		}
-		if !found {
-			w.Header().Set("Allow", allowed(rts))
-			refuse(http.StatusMethodNotAllowed, anthropic.InvalidRequest, "method "+logkey.Clip(r.Method, 20)+" is not allowed on "+rawPath)
-			return
-		}
-		if rt.usageView && !p.opts.UsageView {
-			refuse(http.StatusForbidden, anthropic.Permission, usageViewOff)
-			return
-		}
-		st.rt = rt
-		q, why := checkQuery(rt, rawQuery)
-		if why != "" {
-			refuse(http.StatusBadRequest, anthropic.InvalidRequest, why)
-			return
-		}
-		st.query = q
-	}
-
-	// Authentication: the token, once, in its kind's header.
-	rec, tok, why := p.authenticate(r)
-	if why != "" {
-		refuse(http.StatusUnauthorized, anthropic.Authentication, why)
-		return
-	}
-	st.entry.Session = rec.Session
-	st.token = tok
-	if ch, ok := channelSession(r.Context()); ok && ch != rec.Session {
-		refuse(http.StatusForbidden, anthropic.Permission, "this token belongs to another session than the box it came from")
-		return
-	}
-	if st.relay != nil {
-		sec, ok := secret.Value{}, false
-		if p.opts.RelaySecret != nil {
-			sec, ok = p.opts.RelaySecret(rec.Session, st.relay.Name)
-		}
-		if !ok {
-			refuse(http.StatusForbidden, anthropic.Permission, "this session has no secret for relay "+st.relay.Name+"; give one when the session is created")
-			return
-		}
-		st.relaySecret = sec
-	}
-	var cred credential.Credential
-	var err error
-	if p.opts.SessionCredential != nil {
-		cred, err = p.opts.SessionCredential(rec.Session)
-	} else {
-		cred, err = p.opts.Credential.Current()
-	}
-	if err != nil && st.relay == nil && errors.Is(err, errdefs.ErrForbidden) {
-		refuse(http.StatusForbidden, anthropic.Permission, err.Error())
-		return
-	}
-	if err != nil && st.relay == nil && errors.Is(err, credential.ErrExpired) {
-		// An expired or dead login: Claude Code shows this, and it says
-		// what to do.
-		refuse(http.StatusUnauthorized, anthropic.Authentication, "paddock: "+err.Error())
-		return
-	}
-	if err != nil && st.relay == nil {
-		// The message names what to do; it never holds a secret.
-		refuse(http.StatusServiceUnavailable, anthropic.APIError, "paddock has no usable credential for the upstream: "+err.Error())
-		return
-	}
-	if p.opts.Limits != nil {
-		release, why := p.opts.Limits.Admit(rec.Session)
-		if why != "" {
-			refuse(http.StatusTooManyRequests, anthropic.RateLimit, why)
-			return
-		}
-		defer release()
-	}
-	if st.relay == nil && cred.Kind != rec.Kind {
-		p.log.Warn("owner credential kind differs from the session token's; restart the session so its CLI matches",
-			logkey.Session, rec.Session, logkey.Kind, string(cred.Kind))
-	}
-	st.cred = cred
-	st.entry.CredentialUser = cred.User
-
-	// Read the body before going upstream, or pass a large one on as it
-	// arrives (see the package doc).
-	body, stream, status, why := p.readBody(w, r)
-	if why != "" {
-		typ := anthropic.InvalidRequest
-		if status == http.StatusRequestEntityTooLarge {
-			typ = anthropic.RequestTooLarge
-		}
-		refuse(status, typ, why)
-		return
-	}
-	st.buf = body
-	if stream != nil {
-		st.stream = stream // st.body and BytesIn: in finish, once it has all come
-	} else {
-		st.body = body.Bytes()
-		st.entry.BytesIn = int64(body.Len())
-	}
-
-	// The tap's timeouts end the upstream exchange by closing paddock's
-	// own Transport's connection (upstreamBody.abort); another transport
-	// (tests) gets a context of its own to cancel.
-	ctx := r.Context()
-	if !p.ownTransport {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		st.cancel = cancel
-	}
-	st.entry.Decision = "forwarded"
-	st.cw = &countingWriter{ResponseWriter: w}
-	p.forward(ctx, st.cw, r, st)
-}
-
-// finish completes the entry and has it recorded. Under paddock's Server
-// that happens once the response is sent (see afterResponder), so the
-// response is not held up by summarizing the body or writing the logs: on
-// the connection's goroutine, or for a large body on one of its own;
-// under any other server, at once. Records may therefore be written out of
-// the order their requests ended in; each carries its time.
-func (p *Proxy) finish(st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
-	if s := st.stream; s != nil {
-		// The upstream write is over (RoundTrip and the answer's Close wait
-		// for it): what came is the handler's.
-		s.disarm()
-		s.clearAbort()
-		st.body, st.stream = s.data, nil
-		st.entry.BytesIn = int64(len(st.body))
-	}
-	if st.cw != nil {
-		st.entry.BytesOut = st.cw.n
-		if st.entry.Status == 0 {
-			st.entry.Status = st.cw.status
-		}
-		switch {
-		case st.entry.Reason != "":
-		case st.tap != nil && st.tap.idled.Load():
-			st.entry.Reason = "the upstream sent nothing for " + p.opts.StreamIdleTimeout.String() + "; response cut"
-		case st.tap != nil && st.tap.stalled.Load():
-			st.entry.Reason = "the client read nothing for " + p.opts.StreamIdleTimeout.String() + "; connection closed"
-		case r.Context().Err() != nil && !st.answered:
-			st.entry.Reason = "client went away"
-		}
-	}
-	st.entry.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	p.pendMu.Lock()
-	p.pending++
-	p.pendMu.Unlock()
-	if ar, ok := w.(afterResponder); ok {
-		if len(st.body) >= recordAsideMin {
-			// Summarizing a large body takes about a millisecond a
-			// megabyte: on a goroutine of its own, so that the connection
-			// reads its next request meanwhile.
-			ar.afterResponse(func() { go p.recordNow(st) })
-			return
-		}
-		ar.afterResponse(func() { p.recordNow(st) })
-		return
-	}
-	p.recordNow(st)
-}
-
-// recordAsideMin is the body size from which a request is recorded off
-// its connection's goroutine. Below it, waking another goroutine costs
-// more than the record (see docs/PERFORMANCE.md).
-const recordAsideMin = 64 << 10
-
-// afterResponder is a ResponseWriter that runs f once its response has
-// been sent, or the connection has failed, on the connection's goroutine:
-// no goroutine is woken per request to record it.
-type afterResponder interface {
-	afterResponse(f func())
-}
-
-// recordNow records one request that finish counted as pending.
-func (p *Proxy) recordNow(st *reqState) {
-	p.record(st)
-	p.putBuf(st.buf)
-	p.pendMu.Lock()
-	if p.pending--; p.pending == 0 {
-		p.pendC.Broadcast()
-	}
-	p.pendMu.Unlock()
-}
-
-// Drain waits until every request finished so far has been recorded.
-func (p *Proxy) Drain() {
-	p.pendMu.Lock()
-	for p.pending > 0 {
-		p.pendC.Wait()
-	}
-	p.pendMu.Unlock()
-}
-
-// authenticate finds the session token. The rules: exactly one value in
-// exactly one of Authorization / X-Api-Key (other spellings are stripped
-// unread), the value in that header's form, live, and issued for the kind
-// that travels in that header.
-func (p *Proxy) authenticate(r *http.Request) (sessiontoken.Record, string, string) {
-	auth := r.Header.Values("Authorization")
-	keys := r.Header.Values("X-Api-Key")
-	if len(auth) > 1 || len(keys) > 1 {
-		return sessiontoken.Record{}, "", "a credential header is repeated"
-	}
-	try := func(vals []string, kinds ...credential.Kind) (sessiontoken.Record, string, bool) {
-		if len(vals) != 1 {
-			return sessiontoken.Record{}, "", false
-		}
-		tok, ok := kinds[0].FromHeaderValue(vals[0])
-		if !ok {
-			return sessiontoken.Record{}, "", false
-		}
-		rec, ok := p.opts.Tokens.Lookup(tok)
-		if !ok {
-			return sessiontoken.Record{}, "", false
-		}
-		for _, k := range kinds {
-			if rec.Kind == k {
-				return rec, tok.Reveal(), true
-			}
-		}
-		return sessiontoken.Record{}, "", false
-	}
-	if rec, tok, ok := try(keys, credential.KindAPIKey); ok {
-		return rec, tok, ""
-	}
-	if rec, tok, ok := try(auth, credential.KindOAuth, credential.KindAuthToken); ok {
-		return rec, tok, ""
-	}
-	if len(auth) == 0 && len(keys) == 0 {
-		return sessiontoken.Record{}, "", "no session token: send it as the box's credential (x-api-key or Authorization: Bearer)"
-	}
-	// One message for unknown, revoked and misplaced tokens: the caller
-	// learns nothing about which tokens exist.
-	return sessiontoken.Record{}, "", "invalid session token (unknown, revoked, or in the wrong header)"
-}
-
-// readBody reads the request's body whole, or starts to pass it on as it
-// arrives (a streamedBody): only a body of declared length over streamMin
-// still arriving, under paddock's own Server (whose body may be read
-// beside the response) and Transport (which can stop such a read).
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *streamedBody, int, string) {
-	buf := p.getBuf()
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
-			p.putBuf(buf)
-			return nil, nil, http.StatusBadRequest, "a GET request may not have a body"
-		}
-		return buf, nil, 0, ""
-	}
-	if r.ContentLength > p.opts.MaxRequestBytes {
-		p.putBuf(buf)
-		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
-	}
-	if r.ContentLength >= 0 {
-		if bb, ok := w.(interface{ bodyBuffered() bool }); ok {
-			if bb.bodyBuffered() {
-				// All of it came with the head (the usual small request): no
-				// read can block, and its length is within the limit.
-				buf.Grow(int(r.ContentLength))
-				if _, err := buf.ReadFrom(r.Body); err != nil {
-					p.putBuf(buf)
-					return nil, nil, http.StatusBadRequest, "the request body could not be read completely"
-				}
-				return buf, nil, 0, ""
-			}
-			if r.ContentLength > streamMin && p.ownTransport {
-				s, status, why := p.streamBody(w, r, buf)
-				if why != "" {
-					p.putBuf(buf)
-					return nil, nil, status, why
-				}
-				return buf, s, 0, ""
-			}
-		}
-	}
-	// A body slower than ReadTimeout is cut by a deadline in the past on
-	// the connection, set by the watchdog (no per-request socket deadline).
-	rc := http.NewResponseController(w)
-	wt := p.wd.arm(p.opts.ReadTimeout, func() { _ = rc.SetReadDeadline(aLongTimeAgo) })
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.opts.MaxRequestBytes))
-	if p.wd.disarm(wt) {
-		// Clear the deadline before streaming the response: a deadline hit
-		// by the server's background read would cancel the request.
-		_ = rc.SetReadDeadline(time.Time{})
-		if err == nil {
-			err = errors.New("request body deadline")
-		}
-	}
-	if err != nil {
-		p.putBuf(buf)
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than the limit of %d bytes", p.opts.MaxRequestBytes)
-		}
-		return nil, nil, http.StatusBadRequest, "the request body could not be read completely"
-	}
-	return buf, nil, 0, ""
-}
-
-func (p *Proxy) record(st *reqState) {
-	e := &st.entry
-	if e.Decision == "forwarded" {
-		sum := anthropic.Summarize(st.body)
-		e.Model, e.Stream, e.ToolResultIDs = sum.Model, sum.Stream, sum.ToolResultIDs
-		if st.scanner != nil {
-			st.scanner.Close()
-			if st.scanner.Model != "" {
-				e.Model = st.scanner.Model
-			}
-			e.MessageID, e.ToolUseIDs = st.scanner.MessageID, st.scanner.ToolUseIDs
-			u := st.scanner.Usage
-			e.InputTokens, e.OutputTokens = u.InputTokens, u.OutputTokens
-			e.CacheReadTokens, e.CacheCreationTokens = u.CacheReadInputTokens, u.CacheCreationInputTokens
-		}
-	}
-	st.body = nil
-	if p.opts.Limits != nil && e.Session != "" {
-		if ea, ok := p.opts.Limits.(EntryAccounter); ok {
-			ea.AccountEntry(e)
-		} else {
-			p.opts.Limits.Account(e.Session, e.InputTokens+e.OutputTokens)
-		}
-	}
-	decisionlog.Clamp(e) // before the log line below too: the model and ids are the box's
-	p.decisions.Record(*e)
-	// The decision log holds every request; the Runner's log repeats the
-	// ordinary ones at debug level only, and what went wrong above it.
-	level := slog.LevelDebug
-	switch {
-	case e.Decision == "refused" || e.Status >= 500:
-		level = slog.LevelWarn
-	case e.Status >= 400 || e.Reason != "" || st.upErr != nil:
-		level = slog.LevelInfo
-	}
-	if !p.log.Enabled(context.Background(), level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String(logkey.Decision, e.Decision), slog.String(logkey.Session, e.Session),
-		slog.String(logkey.RequestID, e.RequestID), slog.String(logkey.Method, e.Method),
-		slog.String(logkey.Path, e.Path), slog.Int(logkey.Status, e.Status),
-		slog.Int64(logkey.BytesIn, e.BytesIn), slog.Int64(logkey.BytesOut, e.BytesOut),
-		slog.Float64(logkey.Duration, e.DurationMS),
-	}
-	if e.Reason != "" {
-		attrs = append(attrs, slog.String(logkey.Reason, e.Reason))
-	}
-	if e.Model != "" {
-		attrs = append(attrs, slog.String(logkey.Model, e.Model),
-			slog.Int64(logkey.InputTok, e.InputTokens), slog.Int64(logkey.OutputTok, e.OutputTokens))
-	}
-	if st.upErr != nil {
-		attrs = append(attrs, slog.String(logkey.Error, st.upErr.Error()))
-	}
-	p.log.LogAttrs(context.Background(), level, "proxy decision", attrs...)
-}
-
-func (p *Proxy) getBuf() *bytes.Buffer {
-	if b, ok := p.bufs.Get().(*bytes.Buffer); ok {
-		b.Reset()
-		return b
-	}
-	return new(bytes.Buffer)
-}
-
-func (p *Proxy) putBuf(b *bytes.Buffer) {
-	if b != nil && b.Cap() <= 1<<20 { // do not pin huge bodies in the pool
-		p.bufs.Put(b)
-	}
-}
-
-// countingWriter counts response bytes and remembers the status for
-// responses that paddock itself writes. It is used on the handler's
-// goroutine only.
-type countingWriter struct {
-	http.ResponseWriter
-	n      int64
-	status int
-}
-
-func (c *countingWriter) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	n, err := c.ResponseWriter.Write(b)
-	c.n += int64(n)
-	return n, err
-}
-
-// FlushError flushes the underlying writer, reporting its error when it
-// can.
-func (c *countingWriter) FlushError() error {
-	switch f := c.ResponseWriter.(type) {
-	case interface{ FlushError() error }:
-		return f.FlushError()
-	case http.Flusher:
-		f.Flush()
-	}
-	return nil
-}
-
-// tapBody feeds a usage scanner and enforces the idle timeout: a body not
-// read for idle cancels the upstream request. Either the upstream sent
-// nothing (idled says so), or the client stopped reading and the copy is
-// stuck writing to it (stalled says so): then endClient also ends the
-// client's connection, which would otherwise hold the stuck write, its
-// goroutine and buffers for as long as the client likes.
-type tapBody struct {
-	rc      io.ReadCloser
-	scanner *anthropic.UsageScanner
-	wd      *watchdog
-	w       *watch
-	idle    time.Duration
-	idled   atomic.Bool
-	stalled atomic.Bool
-	writing atomic.Bool // the copy is writing to the client
-}
-
-// newTapBody taps rc, the answer to a request whose client w gets; cancel
-// (may be nil) ends the upstream exchange on a transport other than
-// paddock's.
-func newTapBody(wd *watchdog, rc io.ReadCloser, sc *anthropic.UsageScanner, idle time.Duration, cancel context.CancelFunc, w http.ResponseWriter) *tapBody {
-	t := &tapBody{rc: rc, scanner: sc, wd: wd, idle: idle}
-	t.w = wd.arm(idle, func() {
-		if t.writing.Load() {
-			t.stalled.Store(true)
-			endClient(w)
-		} else {
-			t.idled.Store(true)
-		}
-		if a, ok := rc.(interface{ abort() }); ok {
-			a.abort()
-		}
-		if cancel != nil {
-			cancel()
-		}
-	})
-	return t
-}
-
-// cut reports whether the idle timeout ended the exchange.
-func (t *tapBody) cut() bool { return t.idled.Load() || t.stalled.Load() }
-
-// endClient ends the connection of w's client at once: paddock's Server
-// closes it (sockets and channel streams alike); another server's gets a
-// write deadline in the past, which fails the stuck write.
-func endClient(w http.ResponseWriter) {
-	if e, ok := w.(interface{ endConnection() }); ok {
-		e.endConnection()
-		return
-	}
-	_ = http.NewResponseController(w).SetWriteDeadline(aLongTimeAgo)
-}
-
-func (t *tapBody) Read(b []byte) (int, error) {
-	n, err := t.rc.Read(b)
-	if n > 0 {
-		t.w.extend(t.idle)
-		if t.scanner != nil {
-			t.scanner.Write(b[:n])
-		}
-	}
-	return n, err
-}
-
-func (t *tapBody) Close() error {
-	t.wd.disarm(t.w)
-	return t.rc.Close()
-}
-
-// copyBufs are the 32 KiB buffers responses are copied through.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/paddockhq/paddock/internal/anthropic"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/logkey"
 )
 
@@ -79,7 +81,7 @@ func (p *Proxy) forward(ctx context.Context, w *countingWriter, r *http.Request,
 	h := w.Header()
 	named := connectionNominated(resp.Header)
 	for k, vs := range resp.Header {
-		if hopByHop[k] || nominated(named, k) {
+		if h1.IsHopByHop(k) || nominated(named, k) {
 			continue
 		}
 		h[k] = vs
@@ -160,7 +162,7 @@ next:
 		out.Body = s
 		out.ContentLength = s.want
 	} else if len(st.body) > 0 {
-		st.outBody = bytesBody{b: st.body}
+		st.outBody.Reset(st.body)
 		out.Body = &st.outBody
 		out.ContentLength = int64(len(st.body))
 	}
@@ -272,9 +274,12 @@ type readCloser struct {
 	io.Closer
 }
 
-// abort passes the tap's abort on to paddock's own upstream body.
-func (r readCloser) abort() {
-	if a, ok := r.Closer.(interface{ abort() }); ok {
-		a.abort()
+// Abort passes the tap's abort on to the upstream body (h1.Aborter).
+func (r readCloser) Abort() {
+	if a, ok := r.Closer.(h1.Aborter); ok {
+		a.Abort()
 	}
 }
+
+// copyBufs are the 32 KiB buffers responses are copied through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -1,10 +1,8 @@
 package credproxy
 
 import (
-	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/internal/secret"
 	"github.com/paddockhq/paddock/internal/sessiontoken"
 	"github.com/paddockhq/paddock/internal/store"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // recordingTransport answers every upstream request itself and keeps it.
@@ -67,7 +66,6 @@ func FuzzProxyRequest(f *testing.F) {
 		methods = append(methods, r.Method)
 		p.ServeHTTP(w, r)
 	}), time.Second)
-	srv.init()
 	bearer := "Authorization: Bearer " + tokOAuth.Reveal() + "\r\n"
 	apikey := "X-Api-Key: " + tokKey.Reveal() + "\r\n"
 	for _, s := range []string{
@@ -90,32 +88,9 @@ func FuzzProxyRequest(f *testing.F) {
 	routeOK := map[string]bool{"POST /base/v1/messages": true, "POST /base/v1/messages/count_tokens": true, "GET /base/v1/models": true}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		methods = methods[:0]
-		c := &memConn{in: bytes.NewReader(data)}
-		if sc := srv.newConn(c); sc != nil {
-			sc.serve()
-		}
-		// Every response parses and is framed: the bytes end exactly
-		// where the last response does.
-		br := bufio.NewReader(bytes.NewReader(c.out.Bytes()))
-		for i := 0; ; i++ {
-			if _, err := br.Peek(1); err == io.EOF {
-				break
-			}
-			req := &http.Request{Method: "GET"} // the server's own refusals
-			if i < len(methods) {
-				req.Method = methods[i]
-			}
-			resp, err := http.ReadResponse(br, req)
-			if err != nil {
-				t.Fatalf("malformed response: %v\n%q", err, c.out.Bytes())
-			}
-			if resp.StatusCode < 100 || resp.StatusCode > 599 {
-				t.Fatalf("bad status %d", resp.StatusCode)
-			}
-			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-				t.Fatalf("response body: %v\n%q", err, c.out.Bytes())
-			}
-		}
+		c := &testenv.MemConn{In: bytes.NewReader(data)}
+		srv.ServeConn(c)
+		testenv.CheckFramed(t, c.Out.Bytes(), methods)
 		for _, out := range rt.take() {
 			key := out.Method + " " + out.URL.Path
 			if !routeOK[key] || out.URL.Host != "upstream.invalid" || out.URL.RawPath != "" {
@@ -144,22 +119,6 @@ func FuzzProxyRequest(f *testing.F) {
 		}
 	})
 }
-
-// memConn is a connection whose client sent in and reads out: reads end
-// with io.EOF, as when a client half-closes.
-type memConn struct {
-	in  *bytes.Reader
-	out bytes.Buffer
-}
-
-func (c *memConn) Read(p []byte) (int, error)         { return c.in.Read(p) }
-func (c *memConn) Write(p []byte) (int, error)        { return c.out.Write(p) }
-func (c *memConn) Close() error                       { return nil }
-func (c *memConn) LocalAddr() net.Addr                { return &net.TCPAddr{} }
-func (c *memConn) RemoteAddr() net.Addr               { return &net.TCPAddr{} }
-func (c *memConn) SetDeadline(t time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(t time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(t time.Time) error { return nil }
 
 // FuzzIsStripped holds isStripped, which normalises a name in a stack
 // buffer, to the plain spelling of the same rules on normName's string.

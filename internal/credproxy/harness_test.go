@@ -2,7 +2,6 @@ package credproxy
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -45,7 +44,7 @@ type harness struct {
 	up       *httptest.Server
 	upstream http.Handler
 	proxy    *Proxy
-	srv      *testServer
+	srv      *testenv.Served
 	reg      *sessiontoken.Registry
 	sink     *memSink
 	logs     *testenv.Buffer
@@ -181,59 +180,8 @@ func (h *harness) raw(req string) (*http.Response, string) {
 
 const smallBody = `{"model":"claude-opus-5-5","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"say hi"}]}`
 
-// testServer is the proxy's Server on a loopback port, shaped like
-// httptest.Server for the tests.
-type testServer struct {
-	URL      string
-	Listener net.Listener
-	srv      *Server
-}
-
-func startTestServer(tb testing.TB, h http.Handler, readHeaderTimeout time.Duration) *testServer {
+// startTestServer serves h with the proxy's server on a loopback port.
+func startTestServer(tb testing.TB, h http.Handler, readHeaderTimeout time.Duration) *testenv.Served {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return serveTestListener(h, l, readHeaderTimeout)
-}
-
-// serveTestListener serves h on l, a listener the test made.
-func serveTestListener(h http.Handler, l net.Listener, readHeaderTimeout time.Duration) *testServer {
-	ts := &testServer{URL: "http://" + l.Addr().String(), Listener: l, srv: NewServer(h, readHeaderTimeout)}
-	go ts.srv.Serve(l)
-	return ts
-}
-
-// Close closes every connection and waits for their handlers to return.
-func (ts *testServer) Close() {
-	ts.srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ts.srv.Shutdown(ctx)
-}
-
-// serveConns listens on a loopback port until the test ends and runs
-// handle on each connection it accepts, on a goroutine of its own, closing
-// the connection when handle returns. It returns the address.
-func serveConns(tb testing.TB, handle func(c net.Conn)) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				handle(c)
-			}()
-		}
-	}()
-	return l.Addr().String()
+	return testenv.ServeLoopback(tb, NewServer(h, readHeaderTimeout))
 }

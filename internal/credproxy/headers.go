@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // normName lowercases a header name and folds '_' to '-', because some
@@ -107,31 +105,4 @@ func wantsUpgrade(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// hopByHop are a response's headers that describe its connection, not the
-// response (RFC 9110 7.6.1, and what net/http drops): forward does not pass
-// the upstream's on, and the server drops any a handler sets and writes its
-// own.
-var hopByHop = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-}
-
-// invalidField finds a header field of h that HTTP/1.1 does not allow: a
-// name that is not a token, or a value with a control byte (CR, LF, NUL…)
-// that could end the field early. It returns its name and whether the
-// name, or else the value, is at fault.
-func invalidField(h http.Header) (name string, badName, found bool) {
-	for k, vs := range h {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return k, true, true
-		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return k, false, true
-			}
-		}
-	}
-	return "", false, false
 }

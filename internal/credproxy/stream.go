@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
 // streamMin is the body size above which a request body of declared
@@ -15,7 +18,7 @@ import (
 // arrives (streamedBody) instead of read whole first. It is the size above
 // which the Transport writes a body from a goroutine of its own, watching
 // for an early answer; smaller bodies fit the sockets' buffers anyway.
-const streamMin = earlyAnswerMin
+const streamMin = h1.EarlyAnswerMin
 
 // streamedBody is a request body of declared length passed upstream as it
 // arrives from the client, every byte kept for the record (the body's
@@ -26,8 +29,9 @@ const streamMin = earlyAnswerMin
 //
 // Its reads of the client run on the Transport's write goroutine while the
 // handler relays the answer (an upstream may answer before it has read
-// everything). The Transport ends a read that blocks with abortRead when
-// it stops the write. Once RoundTrip has failed, or the answer's body is
+// everything): it writes itself (h1.BodyWriter), and the Transport ends a
+// read that blocks with AbortRead (h1.ReadAborter) when it stops the
+// write. Once RoundTrip has failed, or the answer's body is
 // closed, the write is over: data and err belong to the handler again.
 //
 // A client whose body breaks off (it went, or was slower than the read
@@ -42,17 +46,22 @@ type streamedBody struct {
 	data []byte                   // what was read so far
 	want int64                    // the declared length
 	err  error                    // the client's failure, if any
-	wt   *watch                   // the read timeout, while armed
+	wt   *watchdog.Watch          // the read timeout, while armed
 	off  int                      // what Read has handed out
 
-	// The Transport's abortRead may run on the handler's goroutine while
+	// The Transport's AbortRead may run on the handler's goroutine while
 	// the write goroutine reads: aborted says it did, reading that a read
-	// of the client is under way (so only then does abortRead set a past
+	// of the client is under way (so only then does AbortRead set a past
 	// deadline on the connection), deadline that it set one, which the
 	// handler clears once the write is over (clearAbort). fired is the
 	// read timeout's own deadline.
 	aborted, reading, deadline, fired atomic.Bool
 }
+
+var (
+	_ h1.BodyWriter  = (*streamedBody)(nil)
+	_ h1.ReadAborter = (*streamedBody)(nil)
+)
 
 // streamBody starts a streamed body for r, whose declared length is over
 // streamMin and within the limit. The first read is made here, on the
@@ -74,7 +83,7 @@ func (p *Proxy) streamBody(w http.ResponseWriter, r *http.Request, buf *bytes.Bu
 // deadline).
 func (s *streamedBody) arm() {
 	s.fired.Store(false)
-	s.wt = s.p.wd.arm(s.p.opts.ReadTimeout, func() {
+	s.wt = s.p.wd.Arm(s.p.opts.ReadTimeout, func() {
 		s.fired.Store(true)
 		_ = s.rc.SetReadDeadline(aLongTimeAgo)
 	})
@@ -87,7 +96,7 @@ func (s *streamedBody) disarm() {
 	if s.wt == nil {
 		return
 	}
-	if s.p.wd.disarm(s.wt) {
+	if s.p.wd.Disarm(s.wt) {
 		_ = s.rc.SetReadDeadline(time.Time{})
 		if s.err == nil && !s.complete() {
 			s.err = errors.New("request body deadline")
@@ -106,7 +115,7 @@ func (s *streamedBody) complete() bool { return int64(len(s.data)) == s.want }
 // it. The read timeout is disarmed as soon as the body is whole: what
 // follows is the upstream's time, not the client's.
 //
-// A read the Transport stopped (abortRead) returns errAbortedRead and is
+// A read the Transport stopped (AbortRead) returns errAbortedRead and is
 // not the client's failure: err is left as it was.
 func (s *streamedBody) readSome() error {
 	if s.err != nil {
@@ -125,7 +134,7 @@ func (s *streamedBody) readSome() error {
 	}
 	end := min(int64(cap(s.data)), s.want)
 	s.reading.Store(true)
-	if s.aborted.Load() { // after reading is set: abortRead sees one or the other
+	if s.aborted.Load() { // after reading is set: AbortRead sees one or the other
 		s.reading.Store(false)
 		return errAbortedRead
 	}
@@ -153,15 +162,19 @@ func (s *streamedBody) readSome() error {
 	return s.err
 }
 
-// WriteTo copies the body to w as it arrives, starting with what the
-// first read brought. writeRequest calls it with the Transport's buffered
-// writer; it returns once the whole declared length is written, or on
-// the first failure of either side.
+// WriteBody copies the body to w as it arrives, starting with what the
+// first read brought. The Transport calls it with its buffered writer and
+// the request's ContentLength, n, which must be the declared length; it
+// returns once all of it is written, or on the first failure of either
+// side.
 //
 // Each piece is flushed as it is written (w may be buffered): the next
 // read may wait on the client, and what came must not wait with it.
-func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
+func (s *streamedBody) WriteBody(w io.Writer, n int64) (int64, error) {
 	defer s.disarm()
+	if n != s.want {
+		return 0, errors.New("the request's length is not the body's")
+	}
 	f, _ := w.(interface{ Flush() error })
 	var sent int
 	for {
@@ -182,7 +195,7 @@ func (s *streamedBody) WriteTo(w io.Writer) (int64, error) {
 			return int64(sent), nil
 		}
 		if err := s.readSome(); err != nil {
-			return int64(sent), bodyReadError{err}
+			return int64(sent), h1.BodyReadError{Err: err}
 		}
 	}
 }
@@ -196,11 +209,11 @@ func (s *streamedBody) holdTimeout() time.Duration {
 	if s.wt == nil {
 		return 0
 	}
-	left := time.Until(time.Unix(0, s.wt.deadline.Load()))
+	left := time.Until(s.wt.Deadline())
 	if left <= 0 {
 		return 0
 	}
-	s.wt.extend(never)
+	s.wt.Extend(watchdog.Never)
 	return left
 }
 
@@ -208,16 +221,17 @@ func (s *streamedBody) holdTimeout() time.Duration {
 // with what was left of it.
 func (s *streamedBody) resumeTimeout(left time.Duration) {
 	if left > 0 && s.wt != nil {
-		s.wt.extend(left)
+		s.wt.Extend(left)
 	}
 }
 
 var errAbortedRead = errors.New("credproxy: the request body's read was stopped")
 
-// abortRead ends a read of the client in progress, and any to come, from
-// any goroutine (see readAborter). Only a read under way gets a past
-// deadline on the connection; clearAbort takes it off again.
-func (s *streamedBody) abortRead() {
+// AbortRead ends a read of the client in progress, and any to come, from
+// any goroutine (the Transport's, when it stops the write). Only a read
+// under way gets a past deadline on the connection; clearAbort takes it
+// off again.
+func (s *streamedBody) AbortRead() {
 	s.aborted.Store(true)
 	if s.reading.Load() {
 		s.deadline.Store(true)
@@ -225,7 +239,7 @@ func (s *streamedBody) abortRead() {
 	}
 }
 
-// clearAbort undoes abortRead once no write runs any more: the
+// clearAbort undoes AbortRead once no write runs any more: the
 // connection's deadline is cleared (its next request, or the rest of the
 // body, is read as usual) and reads may go on.
 func (s *streamedBody) clearAbort() {
@@ -237,7 +251,7 @@ func (s *streamedBody) clearAbort() {
 
 // finish reads what is left of the body, once no write runs any more: for
 // a request sent again, or after an early answer. A read stopped by
-// abortRead goes on.
+// AbortRead goes on.
 func (s *streamedBody) finish() error {
 	s.clearAbort()
 	if s.complete() {
@@ -254,7 +268,7 @@ func (s *streamedBody) finish() error {
 }
 
 // Read makes the body an io.Reader, for a Transport other than paddock's
-// own (which uses WriteTo): it hands out data, reading from the client as
+// own (which uses WriteBody): it hands out data, reading from the client as
 // it runs out.
 func (s *streamedBody) Read(p []byte) (int, error) {
 	if s.off == len(s.data) {

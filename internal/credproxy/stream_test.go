@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credential"
 	"github.com/paddockhq/paddock/internal/decisionlog"
 	"github.com/paddockhq/paddock/internal/secret"
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // conversation is a Messages API body of about n bytes whose model is
@@ -449,7 +450,7 @@ func TestUpstreamHoldsTheBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := serveTestListener(h.proxy, l, 5*time.Second)
+	ts := testenv.ServeOn(NewServer(h.proxy, 5*time.Second), l)
 	t.Cleanup(ts.Close)
 	rc := h.dialRawTo(l.Addr().String())
 	if err := rc.c.(*net.TCPConn).SetWriteBuffer(sockBuf); err != nil {

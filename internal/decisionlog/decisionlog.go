@@ -38,12 +38,13 @@ type Entry struct {
 	RequestID string `json:"request_id"`
 	Method    string `json:"method"`
 	Path      string `json:"path"`
-	// Decision is "forwarded", "refused" or "local" (answered by paddock).
-	Decision string `json:"decision"`
-	Reason   string `json:"reason,omitempty"`
-	Status   int    `json:"status"`
-	BytesIn  int64  `json:"bytes_in"`
-	BytesOut int64  `json:"bytes_out"`
+	// Decision is what was done: Forwarded, Refused or Local for the
+	// credential proxy, the egress proxy's own (decision.go) for "egress".
+	Decision Decision `json:"decision"`
+	Reason   string   `json:"reason,omitempty"`
+	Status   int      `json:"status"`
+	BytesIn  int64    `json:"bytes_in"`
+	BytesOut int64    `json:"bytes_out"`
 	// DurationMS is from the request's arrival to the last response byte.
 	DurationMS          float64  `json:"duration_ms"`
 	Model               string   `json:"model,omitempty"`

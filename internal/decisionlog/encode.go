@@ -33,7 +33,7 @@ func appendEntry(b []byte, e *Entry) (_ []byte, ok bool) {
 	b = appendKeyString(b, "request_id", e.RequestID)
 	b = appendKeyString(b, "method", e.Method)
 	b = appendKeyString(b, "path", e.Path)
-	b = appendKeyString(b, "decision", e.Decision)
+	b = appendKeyString(b, "decision", string(e.Decision))
 	b = optString(b, "reason", e.Reason)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)

@@ -48,7 +48,7 @@ func FuzzAppendEntry(f *testing.F) {
 	f.Add(int64(-62135596800000000), "a\"b<c>", "\x00\xff", "", "", -1, int64(-5), 1e-9, false, int64(0))
 	f.Fuzz(func(t *testing.T, unixNano int64, s1, s2, s3, s4 string, status int, n int64, d float64, stream bool, tok int64) {
 		e := Entry{Time: time.Unix(0, unixNano).UTC(), Kind: s4, Host: s3, Port: status, Addr: s2, Rule: s1,
-			Session: s1, RequestID: s2, Method: s3, Path: s2, Decision: s1, Reason: s4, Status: status,
+			Session: s1, RequestID: s2, Method: s3, Path: s2, Decision: Decision(s1), Reason: s4, Status: status,
 			BytesIn: n, BytesOut: -n, DurationMS: d, Model: s3, Stream: stream, InputTokens: tok,
 			OutputTokens: n, CacheReadTokens: tok, CacheCreationTokens: -tok, UpstreamRequestID: s4, CredentialUser: s1}
 		if s4 != "" {

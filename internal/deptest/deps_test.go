@@ -17,10 +17,13 @@ import (
 const module = "github.com/paddockhq/paddock/"
 
 // A rule forbids the packages matched by Who from linking in any package
-// matched by Forbidden. A pattern is a path below the module ("internal/guest")
-// and matches that package and, with a trailing "/...", everything below it.
+// matched by Forbidden; or, if Only is set, any package of the module but
+// those Only matches (an allow list: Forbidden is then unused). A pattern
+// is a path below the module ("internal/guest") and matches that package
+// and, with a trailing "/...", everything below it.
 type rule struct {
 	Who, Forbidden []string
+	Only           []string
 	Why            string
 }
 
@@ -47,6 +50,12 @@ var rules = []rule{
 		Who:       []string{"internal/credproxy/...", "internal/egress", "internal/tlsterm"},
 		Forbidden: []string{"internal/sandbox/...", "internal/guest", "internal/runner", "internal/access", "internal/web"},
 		Why:       "the proxy path decides on requests and sessions' policies alone: it knows no boxes or backends, so nothing a box controls reaches its decisions but the request and the channel it came on",
+	},
+	{
+		Who:  []string{"internal/credproxy/h1"},
+		Only: []string{"internal/watchdog"},
+		Why: "the HTTP/1.1 engine is generic: it knows no credential, session, token or API, so how a request is parsed and framed " +
+			"cannot depend on who sent it, and the proxy's policy stays in credproxy, which imports the engine and not the other way round",
 	},
 	{
 		Who:       []string{"..."},
@@ -90,11 +99,15 @@ func violations(g graph, rules []rule, allowed map[[2]string]string) []string {
 	}
 	slices.Sort(pkgs)
 	for _, r := range rules {
+		forbidden := func(pkg string) bool { return matchAny(r.Forbidden, pkg) }
+		if r.Only != nil {
+			forbidden = func(pkg string) bool { return !matchAny(r.Only, pkg) && !matchAny(r.Who, pkg) }
+		}
 		for _, p := range pkgs {
-			if !matchAny(r.Who, p) || matchAny(r.Forbidden, p) {
+			if !matchAny(r.Who, p) || r.Only == nil && forbidden(p) {
 				continue // a forbidden package is not held to its own rule (a test kit may use test kits)
 			}
-			for _, chain := range forbiddenChains(g, p, r.Forbidden, allowed) {
+			for _, chain := range forbiddenChains(g, p, forbidden, allowed) {
 				out = append(out, fmt.Sprintf("%s imports %s (%s): %s", p, chain[len(chain)-1], strings.Join(chain, " → "), r.Why))
 			}
 		}
@@ -105,7 +118,7 @@ func violations(g graph, rules []rule, allowed map[[2]string]string) []string {
 // forbiddenChains walks from p breadth first and returns, for each
 // forbidden package reached, the shortest chain of imports to it. An
 // allowed edge is not followed.
-func forbiddenChains(g graph, p string, forbidden []string, allowed map[[2]string]string) [][]string {
+func forbiddenChains(g graph, p string, forbidden func(string) bool, allowed map[[2]string]string) [][]string {
 	prev := map[string]string{p: ""}
 	queue := []string{p}
 	var out [][]string
@@ -120,7 +133,7 @@ func forbiddenChains(g graph, p string, forbidden []string, allowed map[[2]strin
 				continue
 			}
 			prev[next] = cur
-			if matchAny(forbidden, next) {
+			if forbidden(next) {
 				chain := []string{next}
 				for at := cur; at != ""; at = prev[at] {
 					chain = append([]string{at}, chain...)
@@ -200,8 +213,9 @@ func TestDependencyRules(t *testing.T) {
 
 // TestRulesCatchAForbiddenImport: the checker itself, on a made-up graph:
 // a guest that reaches credential code through another package, a backend
-// that imports session, product code that imports a fake, and the same
-// fake reached through an allowed edge only.
+// that imports session, product code that imports a fake, the same fake
+// reached through an allowed edge only, and an engine that reaches past its
+// allow list through a package on it.
 func TestRulesCatchAForbiddenImport(t *testing.T) {
 	g := graph{
 		"cmd/paddock-guest":      {"internal/guest"},
@@ -215,6 +229,9 @@ func TestRulesCatchAForbiddenImport(t *testing.T) {
 		"internal/runner":        {"internal/fakeapi"},
 		"internal/cli":           {"internal/fakeapi"},
 		"internal/fakeapi":       nil,
+		"internal/credproxy/h1":  {"internal/watchdog"},
+		"internal/watchdog":      {"internal/logkey"},
+		"internal/logkey":        nil,
 	}
 	got := violations(g, rules, allowed)
 	want := []string{
@@ -222,6 +239,7 @@ func TestRulesCatchAForbiddenImport(t *testing.T) {
 		"cmd/paddock-guest imports internal/secret (cmd/paddock-guest → internal/guest → internal/helper → internal/secret)",
 		"internal/sandbox/local imports internal/session (internal/sandbox/local → internal/session)",
 		"internal/runner imports internal/fakeapi (internal/runner → internal/fakeapi)",
+		"internal/credproxy/h1 imports internal/logkey (internal/credproxy/h1 → internal/watchdog → internal/logkey)",
 	}
 	for _, w := range want {
 		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, w+":") }) {

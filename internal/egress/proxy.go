@@ -152,7 +152,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.record(e)
 	}()
 	deny := func(status int, rule, reason string) {
-		e.Decision, e.Status, e.Rule, e.Reason = "denied", status, rule, reason
+		e.Decision, e.Status, e.Rule, e.Reason = decisionlog.Denied, status, rule, reason
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Paddock-Egress", "denied")
 		w.WriteHeader(status)
@@ -315,14 +315,14 @@ func (p *Proxy) dial(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, e *decisionlog.Entry, addr netip.AddrPort) {
 	up, err := p.dial(r.Context(), addr)
 	if err != nil {
-		e.Decision, e.Status, e.Reason = "error", http.StatusBadGateway, "dial "+addr.String()+": "+err.Error()
+		e.Decision, e.Status, e.Reason = decisionlog.Errored, http.StatusBadGateway, "dial "+addr.String()+": "+err.Error()
 		http.Error(w, "paddock egress: "+e.Host+" did not answer", http.StatusBadGateway)
 		return
 	}
 	defer up.Close()
 	c, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		e.Decision, e.Reason = "error", "hijack: "+err.Error()
+		e.Decision, e.Reason = decisionlog.Errored, "hijack: "+err.Error()
 		return
 	}
 	defer c.Close()
@@ -336,23 +336,23 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, e *decisionlog.En
 	sni, herr := ParseSNI(first)
 	switch {
 	case err != nil && len(first) == 0:
-		e.Decision, e.Reason = "closed", "the client sent nothing"
+		e.Decision, e.Reason = decisionlog.Closed, "the client sent nothing"
 		return
 	case herr == nil:
 		if sni != "" {
 			if n, nerr := Normalize(sni); nerr != nil || n != e.Host {
-				e.Decision, e.Reason = "denied", fmt.Sprintf("TLS server name %q differs from the CONNECT host %s", clip(sni), e.Host)
+				e.Decision, e.Reason = decisionlog.Denied, fmt.Sprintf("TLS server name %q differs from the CONNECT host %s", clip(sni), e.Host)
 				return
 			}
 		} else {
-			e.Decision, e.Reason = "denied", "TLS ClientHello without a server name"
+			e.Decision, e.Reason = decisionlog.Denied, "TLS ClientHello without a server name"
 			return
 		}
 	case e.Port == 443:
-		e.Decision, e.Reason = "denied", "port 443 carries TLS only, and this is not a TLS ClientHello"
+		e.Decision, e.Reason = decisionlog.Denied, "port 443 carries TLS only, and this is not a TLS ClientHello"
 		return
 	}
-	e.Decision = "allowed"
+	e.Decision = decisionlog.Allowed
 	if _, err := up.Write(first); err != nil {
 		return
 	}
@@ -361,7 +361,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, e *decisionlog.En
 	in, out := p.splice(c, brw.Reader, up)
 	e.BytesIn, e.BytesOut = in+int64(len(first)), out
 	if why := rec.reason.Load(); why != nil {
-		e.Decision, e.Reason = "cut", *why
+		e.Decision, e.Reason = decisionlog.Cut, *why
 	}
 }
 
@@ -619,7 +619,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, e *decisionlog.E
 	}
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
-		e.Decision, e.Status, e.Reason = "error", http.StatusBadGateway, err.Error()
+		e.Decision, e.Status, e.Reason = decisionlog.Errored, http.StatusBadGateway, err.Error()
 		http.Error(w, "paddock egress: "+e.Host+" did not answer", http.StatusBadGateway)
 		return
 	}
@@ -629,17 +629,17 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, e *decisionlog.E
 	}
 	w.WriteHeader(resp.StatusCode)
 	n, _ := io.Copy(w, resp.Body)
-	e.Decision, e.Status, e.BytesOut, e.BytesIn = "allowed", resp.StatusCode, n, max(r.ContentLength, 0)
+	e.Decision, e.Status, e.BytesOut, e.BytesIn = decisionlog.Allowed, resp.StatusCode, n, max(r.ContentLength, 0)
 }
 
 func (p *Proxy) record(e decisionlog.Entry) {
 	p.sink.Record(e)
 	level := slog.LevelInfo
-	if e.Decision != "allowed" {
+	if e.Decision != decisionlog.Allowed {
 		level = slog.LevelWarn
 	}
 	p.log.LogAttrs(context.Background(), level, "egress decision",
-		slog.String(logkey.Decision, e.Decision), slog.String(logkey.Session, e.Session),
+		slog.String(logkey.Decision, string(e.Decision)), slog.String(logkey.Session, e.Session),
 		slog.String("host", e.Host), slog.Int("port", e.Port), slog.String("addr", e.Addr),
 		slog.String("rule", e.Rule), slog.String(logkey.Reason, e.Reason), slog.Int(logkey.Status, e.Status),
 		slog.Int64(logkey.BytesIn, e.BytesIn), slog.Int64(logkey.BytesOut, e.BytesOut))
@@ -650,14 +650,14 @@ func (p *Proxy) record(e decisionlog.Entry) {
 // host; each request inside is the credential proxy's to judge and log.
 func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session string, serve func(string, net.Conn)) {
 	if !p.acquire(session) {
-		e.Decision, e.Status, e.Reason = "denied", http.StatusTooManyRequests, fmt.Sprintf("this session has %d connections open, the most allowed", p.o.MaxTunnels)
+		e.Decision, e.Status, e.Reason = decisionlog.Denied, http.StatusTooManyRequests, fmt.Sprintf("this session has %d connections open, the most allowed", p.o.MaxTunnels)
 		http.Error(w, "paddock egress: denied: "+e.Reason, http.StatusTooManyRequests)
 		return
 	}
 	c, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		p.release(session)
-		e.Decision, e.Reason = "error", "hijack: "+err.Error()
+		e.Decision, e.Reason = decisionlog.Errored, "hijack: "+err.Error()
 		return
 	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -665,7 +665,7 @@ func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session s
 		p.release(session)
 		return
 	}
-	e.Decision, e.Status, e.Rule = "terminated", http.StatusOK, "the Anthropic API, through the Runner"
+	e.Decision, e.Status, e.Rule = decisionlog.Terminated, http.StatusOK, "the Anthropic API, through the Runner"
 	serve(session, &releasingConn{Conn: c, r: brw.Reader, done: func() { p.release(session) }})
 }
 

@@ -49,15 +49,15 @@ type Record struct {
 	Kind string    `json:"kind"`
 	// Session is the session's id, RequestID paddock's id of the request
 	// or connection (as in `paddock logs`).
-	Session    string  `json:"session"`
-	RequestID  string  `json:"request_id"`
-	Method     string  `json:"method,omitempty"`
-	Decision   string  `json:"decision"`
-	Reason     string  `json:"reason,omitempty"`
-	Status     int     `json:"status"`
-	DurationMS float64 `json:"duration_ms"`
-	BytesIn    int64   `json:"bytes_in"`
-	BytesOut   int64   `json:"bytes_out"`
+	Session    string               `json:"session"`
+	RequestID  string               `json:"request_id"`
+	Method     string               `json:"method,omitempty"`
+	Decision   decisionlog.Decision `json:"decision"`
+	Reason     string               `json:"reason,omitempty"`
+	Status     int                  `json:"status"`
+	DurationMS float64              `json:"duration_ms"`
+	BytesIn    int64                `json:"bytes_in"`
+	BytesOut   int64                `json:"bytes_out"`
 
 	// Requests only.
 	Path                string    `json:"path,omitempty"`
@@ -142,7 +142,7 @@ func Join(entries []decisionlog.Entry, t *Transcript) []Record {
 			c := get(id)
 			// The first forwarded request that carried it; a refused one
 			// (a budget, a limit) counts only if none went out.
-			if c.resultIn < 0 || es[c.resultIn].Decision != "forwarded" && e.Decision == "forwarded" {
+			if c.resultIn < 0 || es[c.resultIn].Decision != decisionlog.Forwarded && e.Decision == decisionlog.Forwarded {
 				c.resultIn = i
 			}
 		}

@@ -73,7 +73,7 @@ func writeCSV(w io.Writer, records []Record) error {
 			port = strconv.Itoa(r.Port)
 		}
 		row := []string{strconv.Itoa(r.V), strconv.Itoa(r.Seq), r.Time.UTC().Format(time.RFC3339Nano), r.Kind,
-			text(r.Session), text(r.RequestID), text(r.Method), text(r.Decision), text(r.Reason),
+			text(r.Session), text(r.RequestID), text(r.Method), text(string(r.Decision)), text(r.Reason),
 			strconv.Itoa(r.Status), strconv.FormatFloat(r.DurationMS, 'f', -1, 64), n(r.BytesIn), n(r.BytesOut),
 			text(r.Path), text(r.Model), n(r.InputTokens), n(r.OutputTokens), n(r.CacheReadTokens), n(r.CacheCreationTokens),
 			text(r.UpstreamRequestID), text(r.MessageID), ids, descs, uids, udescs,

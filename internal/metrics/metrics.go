@@ -49,11 +49,14 @@ type Metrics struct {
 
 type requestKey struct {
 	route    int
-	decision string
+	decision decisionlog.Decision
 	status   int
 }
 
-type userKey struct{ user, decision string }
+type userKey struct {
+	user     string
+	decision decisionlog.Decision
+}
 
 // New registers the metrics; sessions feeds the per-state gauge at scrape time.
 func New(sessions Sessions) *Metrics {
@@ -122,16 +125,16 @@ func (m *Metrics) LoginStatus(status func() oauth.Status) {
 // Record implements decisionlog.Sink.
 func (m *Metrics) Record(e decisionlog.Entry) {
 	if e.Kind == "egress" {
-		m.egress.WithLabelValues(e.Decision).Inc()
+		m.egress.WithLabelValues(string(e.Decision)).Inc()
 		return
 	}
 	route := routeOf(e.Path)
 	child(&m.reqChild, requestKey{route, e.Decision, e.Status}, func() prometheus.Counter {
-		return m.requests.WithLabelValues(routeName(route), e.Decision, strconv.Itoa(e.Status))
+		return m.requests.WithLabelValues(routeName(route), string(e.Decision), strconv.Itoa(e.Status))
 	}).Inc()
 	if e.CredentialUser != "" {
 		child(&m.userChild, userKey{e.CredentialUser, e.Decision}, func() prometheus.Counter {
-			return m.byUser.WithLabelValues(e.CredentialUser, e.Decision)
+			return m.byUser.WithLabelValues(e.CredentialUser, string(e.Decision))
 		}).Inc()
 		if n := e.InputTokens + e.OutputTokens; n > 0 {
 			child(&m.userTokChild, e.CredentialUser, func() prometheus.Counter {
@@ -139,7 +142,7 @@ func (m *Metrics) Record(e decisionlog.Entry) {
 			}).Add(float64(n))
 		}
 	}
-	if e.Decision == "forwarded" {
+	if e.Decision == decisionlog.Forwarded {
 		stream := 0
 		if e.Stream {
 			stream = 1

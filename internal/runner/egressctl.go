@@ -86,7 +86,7 @@ func (r *Runner) egressChanged(s session.Session, by, what string, cut int) {
 		reason += fmt.Sprintf("; %d open connection(s) the new policy refuses were cut", cut)
 	}
 	r.decisions.Record(decisionlog.Entry{Time: time.Now().UTC(), Kind: "egress", Session: s.ID, RequestID: "egress_change",
-		Method: "POLICY", Decision: "changed", Rule: s.EgressSummary(), Reason: reason})
+		Method: "POLICY", Decision: decisionlog.Changed, Rule: s.EgressSummary(), Reason: reason})
 	r.log.Info("egress changed", slog.String(logkey.Session, s.ID), slog.String("by", by), slog.String("change", what), slog.Int("cut", cut))
 }
 

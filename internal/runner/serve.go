@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/api"
 	"github.com/paddockhq/paddock/internal/config"
 	"github.com/paddockhq/paddock/internal/credproxy"
+	"github.com/paddockhq/paddock/internal/credproxy/h1"
 	"github.com/paddockhq/paddock/internal/errdefs"
 	"github.com/paddockhq/paddock/internal/logkey"
 	"github.com/paddockhq/paddock/internal/statedir"
@@ -229,7 +230,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 // running then are cut (Close cancels them and their upstream requests),
 // and it waits a little longer for their handlers to unwind, so that the
 // proxy's Drain that follows records them.
-func stopProxyServer(ctx context.Context, srv *credproxy.Server) {
+func stopProxyServer(ctx context.Context, srv *h1.Server) {
 	if srv.Shutdown(ctx) == nil {
 		return
 	}

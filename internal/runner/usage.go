@@ -150,7 +150,7 @@ func (r *Runner) UsageOf(ctx context.Context, ss []session.Session, q api.UsageQ
 		}
 		for i := range l.Entries {
 			e := &l.Entries[i]
-			if e.Kind != "" || e.Decision != "forwarded" {
+			if e.Kind != "" || e.Decision != decisionlog.Forwarded {
 				continue
 			}
 			user := e.CredentialUser

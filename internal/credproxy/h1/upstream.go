@@ -1,23 +1,21 @@
-package credproxy
+package h1
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/watchdog"
 )
 
-// Transport is the proxy's upstream client: HTTP/1.1 (TLS for https) over a
-// keep-alive pool, with the whole exchange — writing the request, reading
+// Transport is an HTTP/1.1 client for a proxy's upstream (TLS for https)
+// over a keep-alive pool, with the whole exchange — writing the request, reading
 // the response head and body — on the caller's goroutine; only a request
 // body over 16 KiB is written from a goroutine of its own, so that an answer
 // that comes before it is all sent is seen.
@@ -27,11 +25,10 @@ import (
 // requests those handoffs cost more than the work (see docs/PERFORMANCE.md).
 // This is the shape nginx has: one connection, one request at a time, the
 // bytes parsed by net/http's own ReadResponse and written by Request.Write.
-// HTTP/1.1 is also what Claude Code itself speaks to the API.
 //
 // Contracts:
 //   - No proxy from the environment, no compression added: the request goes
-//     as forward built it, and the response comes back as sent.
+//     as the caller built it, and the response comes back as sent.
 //   - The request's context cancels it at any point: a request already
 //     cancelled is not sent; later, the connection is closed at once (the
 //     upstream sees its client go), and RoundTrip or the body's Read returns
@@ -43,10 +40,14 @@ import (
 //     the body is read, golang/go#40747) is returned at once. The rest of the
 //     request goes on while the answer is read; if it has not all gone
 //     250 ms after the answer ends, it is stopped and the connection is not
-//     reused. A body that may itself wait on someone (readAborter: one
-//     streamed from the proxy's client) has its read stopped with it.
+//     reused. A body that may itself wait on someone (ReadAborter: one
+//     streamed from a proxy's client) has its read stopped with it.
 //     RoundTrip and the body's end return only once the write is done with
-//     the request's body.
+//     the request's body. (Capabilities says so to a caller: both
+//     StreamedBodies and AbortableBodies.)
+//   - A request body that implements BodyWriter writes itself; any other is
+//     copied, exactly ContentLength bytes of it.
+//   - The response body implements Aborter.
 //   - A connection returns to the pool only after its response body was read
 //     to the end, with neither side asking to close; a pooled connection is
 //     checked for a close or stray bytes from the server before reuse. A
@@ -74,7 +75,7 @@ type Transport struct {
 	idle map[string][]*upstreamConn
 
 	wdOnce sync.Once
-	wd     *watchdog // the response head deadline
+	wd     *watchdog.Watchdog // the response head deadline
 }
 
 // headTimeoutError is the error of a response head that did not come in
@@ -82,10 +83,16 @@ type Transport struct {
 type headTimeoutError struct{}
 
 func (headTimeoutError) Error() string {
-	return "credproxy: timeout awaiting the upstream's response head"
+	return "h1: timeout awaiting the upstream's response head"
 }
 func (headTimeoutError) Timeout() bool   { return true }
 func (headTimeoutError) Temporary() bool { return true }
+
+// Capabilities implements Capable: Transport's response bodies can be
+// aborted, and a request body may be one that stalls.
+func (t *Transport) Capabilities() Capabilities {
+	return Capabilities{AbortableBodies: true, StreamedBodies: true}
+}
 
 // NewTransport returns the default upstream Transport.
 func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *Transport {
@@ -97,20 +104,6 @@ func NewTransport(maxIdle int, responseHeaderTimeout time.Duration) *Transport {
 	}
 }
 
-// upstreamConn is one connection and its buffers.
-type upstreamConn struct {
-	key     string
-	conn    net.Conn // what requests are written to: raw, or TLS over it
-	raw     net.Conn // the socket
-	lr      *headLimitReader
-	br      *bufio.Reader
-	bw      *bufio.Writer
-	idleAt  time.Time
-	rawConn syscall.RawConn // for the liveness check; nil if unavailable
-	peek    func(fd uintptr) bool
-	quiet   bool // what peek found: nothing to read, no close
-}
-
 // headLimitReader fails reads beyond limit while limit >= 0, with err
 // (errHeadTooLarge if nil).
 type headLimitReader struct {
@@ -119,7 +112,7 @@ type headLimitReader struct {
 	err   error
 }
 
-var errHeadTooLarge = errors.New("credproxy: upstream response head too large")
+var errHeadTooLarge = errors.New("h1: upstream response head too large")
 
 func (h *headLimitReader) Read(p []byte) (int, error) {
 	if h.limit < 0 {
@@ -144,7 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if req.URL == nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		closeBody(req)
-		return nil, fmt.Errorf("credproxy: unsupported upstream URL %v", req.URL)
+		return nil, fmt.Errorf("h1: unsupported upstream URL %v", req.URL)
 	}
 	if err := ctx.Err(); err != nil { // a request already cancelled is never sent
 		closeBody(req)
@@ -178,20 +171,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The deadline covers writing the request and reading the response
 	// head: an upstream that stops reading the body is cut too. It closes
 	// the socket from the watchdog (no socket deadline: see watchdog).
-	var head *watch
+	var head *watchdog.Watch
 	if t.ResponseHeaderTimeout > 0 {
-		t.wdOnce.Do(func() { t.wd = newWatchdog(t.ResponseHeaderTimeout) })
-		head = t.wd.arm(t.ResponseHeaderTimeout, func() { uc.raw.Close() })
+		t.wdOnce.Do(func() { t.wd = watchdog.New(t.ResponseHeaderTimeout) })
+		head = t.wd.Arm(t.ResponseHeaderTimeout, func() { uc.raw.Close() })
 	}
 	timedOut := func(err error) error {
-		if head != nil && t.wd.disarm(head) {
+		if head != nil && t.wd.Disarm(head) {
 			return headTimeoutError{}
 		}
 		return err
 	}
 	var resp *http.Response
 	var writing chan error // a large body's write, while it may still run
-	if req.ContentLength <= earlyAnswerMin {
+	if req.ContentLength <= EarlyAnswerMin {
 		// The common case, on this goroutine alone: a small request goes
 		// into the socket's buffers whether or not the upstream reads it.
 		if err := writeChecked(uc.bw, req); err != nil {
@@ -247,41 +240,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return failAfterHead(err)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return failAfterHead(errors.New("credproxy: upstream switched protocols"))
+		return failAfterHead(errors.New("h1: upstream switched protocols"))
 	}
 	resp.Body = &upstreamBody{rc: resp.Body, t: t, uc: uc, cw: cw, ctx: ctx, writing: writing,
 		reuse: !resp.Close && !req.Close, reqBody: req.Body}
 	return resp, nil
 }
 
-// bodyReadError is a request body's own failure during its write (a body
+// BodyReadError is a request body's own failure during its write (a body
 // streamed from a client that broke off), as opposed to the upstream's:
-// the request can never be finished, and its connection is closed.
-type bodyReadError struct{ err error }
+// the request can never be finished, and its connection is closed. A body
+// that writes itself (WriteBody) returns its source's failure in one.
+type BodyReadError struct{ Err error }
 
-func (e bodyReadError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e bodyReadError) Unwrap() error { return e.err }
+func (e BodyReadError) Error() string { return "reading the request body: " + e.Err.Error() }
+func (e BodyReadError) Unwrap() error { return e.Err }
 
-// readAborter is a request body whose reads may block on someone else (a
-// body streamed from the proxy's client, which may stall): abortRead makes
-// a read in progress, and any to come, fail at once. The write is stopped
-// with it wherever it is stopped, so that it ends whichever side it waits
-// on.
-type readAborter interface{ abortRead() }
-
+// abortBodyRead stops a read of a request body that may wait on someone
+// else (ReadAborter), wherever a write is stopped.
 func abortBodyRead(body io.ReadCloser) {
-	if a, ok := body.(readAborter); ok {
-		a.abortRead()
+	if a, ok := body.(ReadAborter); ok {
+		a.AbortRead()
 	}
 }
 
-// earlyAnswerMin is the body size above which RoundTrip writes the
+// EarlyAnswerMin is the body size above which RoundTrip writes the
 // request on a goroutine of its own and watches for an answer meanwhile.
-// A smaller request fits, with any head the proxy's Server admits, in the
+// A smaller request fits, with any head a Server admits, in the
 // buffers of a fresh connection (on Linux 16 KiB to send, and the
 // upstream's receive window, 64 KiB or more): its write does not wait for
 // the upstream to read.
-const earlyAnswerMin = 16 << 10
+const EarlyAnswerMin = 16 << 10
 
 // startWrite writes req (which checkOutbound passed) to uc from a goroutine
 // of its own, and then sends the outcome on the channel it returns. (Its
@@ -293,7 +282,7 @@ func startWrite(uc *upstreamConn, req *http.Request) chan error {
 		if err == nil {
 			err = uc.bw.Flush()
 		}
-		if errors.As(err, new(bodyReadError)) {
+		if errors.As(err, new(BodyReadError)) {
 			// The request can never be finished: the upstream must not
 			// wait for the rest of it, nor this exchange for its answer.
 			uc.raw.Close()
@@ -319,22 +308,22 @@ func (t *Transport) readHead(uc *upstreamConn, req *http.Request) (*http.Respons
 			return resp, nil
 		}
 		if interim == maxInterim {
-			return nil, fmt.Errorf("credproxy: more than %d interim responses", maxInterim)
+			return nil, fmt.Errorf("h1: more than %d interim responses", maxInterim)
 		}
 	}
 }
 
 // cancelWatch closes a connection when a request's context is cancelled:
-// through paddock's Server's request context without allocating, or with
+// through Server's request context without allocating, or with
 // context.AfterFunc.
 type cancelWatch struct {
-	cw        closeWatcher
+	cw        CloseWatcher
 	afterStop func() bool
 }
 
 func watchCancel(ctx context.Context, c io.Closer) cancelWatch {
-	if cw, ok := ctx.(closeWatcher); ok {
-		cw.watchClose(c)
+	if cw, ok := ctx.(CloseWatcher); ok {
+		cw.WatchClose(c)
 		return cancelWatch{cw: cw}
 	}
 	return cancelWatch{afterStop: context.AfterFunc(ctx, func() { c.Close() })}
@@ -343,7 +332,7 @@ func watchCancel(ctx context.Context, c io.Closer) cancelWatch {
 // stop ends the watch and reports whether it did so before a cancel.
 func (w cancelWatch) stop() bool {
 	if w.cw != nil {
-		return w.cw.unwatchClose()
+		return w.cw.UnwatchClose()
 	}
 	return w.afterStop()
 }
@@ -410,16 +399,15 @@ func (b *upstreamBody) Close() error {
 	return nil
 }
 
-// abort ends the exchange from any goroutine, as a cancel would: the
-// connection is closed, and a Read in progress or to come fails. After
-// the body finished it does nothing: the connection may be in the pool.
-func (b *upstreamBody) abort() {
+// Abort implements Aborter. After the body finished it does nothing: the
+// connection may be in the pool.
+func (b *upstreamBody) Abort() {
 	if b.state.CompareAndSwap(bodyActive, bodyAborted) {
 		b.uc.raw.Close()
 	}
 }
 
-// upstreamBody.state orders finish against abort.
+// upstreamBody.state orders finish against Abort.
 const (
 	bodyActive int32 = iota
 	bodyFinished
@@ -478,169 +466,3 @@ func (b *upstreamBody) wrote(couldKeep bool) bool {
 // writeGrace is how long wrote waits for a request write that may be just
 // ending before it stops it.
 const writeGrace = 250 * time.Millisecond
-
-// get returns a live pooled connection for key, or dials one.
-func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {
-	for {
-		t.mu.Lock()
-		list := t.reapLocked(key)
-		if len(list) == 0 {
-			t.mu.Unlock()
-			break
-		}
-		uc := list[len(list)-1]
-		list[len(list)-1] = nil
-		t.idle[key] = list[:len(list)-1]
-		t.mu.Unlock()
-		if !uc.alive() {
-			uc.raw.Close()
-			continue
-		}
-		return uc, nil
-	}
-	return t.dial(ctx, key, u)
-}
-
-// reapLocked closes the pooled connections of key idle for longer than
-// IdleConnTimeout (the oldest are at the bottom) and returns the rest.
-func (t *Transport) reapLocked(key string) []*upstreamConn {
-	list := t.idle[key]
-	if t.IdleConnTimeout <= 0 {
-		return list
-	}
-	cut := time.Now().Add(-t.IdleConnTimeout)
-	n := 0
-	for n < len(list) && list[n].idleAt.Before(cut) {
-		list[n].raw.Close()
-		list[n] = nil
-		n++
-	}
-	if n > 0 {
-		list = append(list[:0], list[n:]...)
-		t.idle[key] = list
-	}
-	return list
-}
-
-// dial connects to u's host (port 80 or 443 by default), with TLS for
-// https, offering only HTTP/1.1.
-func (t *Transport) dial(ctx context.Context, key string, u *url.URL) (*upstreamConn, error) {
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	timeout := t.DialTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	d := net.Dialer{KeepAlive: 30 * time.Second}
-	c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, err
-	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	plain := c
-	raw, _ := c.(syscall.Conn)
-	if u.Scheme == "https" {
-		cfg := &tls.Config{}
-		if t.TLSClientConfig != nil {
-			cfg = t.TLSClientConfig.Clone()
-		}
-		if cfg.ServerName == "" {
-			cfg.ServerName = host
-		}
-		cfg.NextProtos = []string{"http/1.1"}
-		if cfg.MinVersion == 0 {
-			cfg.MinVersion = tls.VersionTLS12
-		}
-		tc := tls.Client(c, cfg)
-		if err := tc.HandshakeContext(dctx); err != nil {
-			c.Close()
-			return nil, err
-		}
-		c = tc
-	}
-	uc := &upstreamConn{key: key, conn: c, raw: plain}
-	if raw != nil {
-		if rc, err := raw.SyscallConn(); err == nil {
-			// Made once per connection: the check runs before every reuse.
-			uc.rawConn = rc
-			uc.peek = func(fd uintptr) bool {
-				var buf [1]byte
-				_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-				uc.quiet = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-				return true // done, whatever the answer
-			}
-		}
-	}
-	uc.lr = &headLimitReader{r: c, limit: -1}
-	uc.br = bufio.NewReaderSize(uc.lr, 32<<10)
-	uc.bw = bufio.NewWriterSize(c, 32<<10)
-	return uc, nil
-}
-
-// put pools a connection whose exchange ended cleanly.
-func (t *Transport) put(uc *upstreamConn) {
-	uc.idleAt = time.Now()
-	t.mu.Lock()
-	if t.idle == nil {
-		t.idle = map[string][]*upstreamConn{}
-	}
-	t.reapLocked(uc.key)
-	if max := t.MaxIdleConnsPerHost; max <= 0 || len(t.idle[uc.key]) < max {
-		t.idle[uc.key] = append(t.idle[uc.key], uc)
-		uc = nil
-	}
-	t.mu.Unlock()
-	if uc != nil {
-		uc.raw.Close()
-	}
-}
-
-// CloseIdleConnections closes every pooled connection.
-func (t *Transport) CloseIdleConnections() {
-	t.mu.Lock()
-	idle := t.idle
-	t.idle = nil
-	t.mu.Unlock()
-	for _, list := range idle {
-		for _, uc := range list {
-			uc.raw.Close()
-		}
-	}
-}
-
-// alive reports whether a pooled connection may carry a request: nothing
-// buffered, and the socket neither closed by the server nor holding stray
-// bytes (a peek that would block means it is quiet and open).
-func (uc *upstreamConn) alive() bool {
-	if uc.br.Buffered() > 0 {
-		return false
-	}
-	if uc.conn != uc.raw {
-		// TLS keeps what it read off the socket but has not decrypted in
-		// its own buffer, where the socket peek below cannot see it: ask
-		// it, with a deadline already past, so nothing blocks. Only "would
-		// block" means quiet. (A deadline in the past arms no timer.)
-		uc.conn.SetReadDeadline(aLongTimeAgo)
-		_, err := uc.br.Peek(1)
-		uc.conn.SetReadDeadline(time.Time{})
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			return false
-		}
-	}
-	if uc.rawConn == nil {
-		return true
-	}
-	uc.quiet = false
-	err := uc.rawConn.Read(uc.peek)
-	return err == nil && uc.quiet
-}

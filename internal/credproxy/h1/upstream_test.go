@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/testenv"
 )
 
 // countConns serves h and counts the connections it accepts.
@@ -198,7 +200,7 @@ func TestTransportTLSStrayRecordNotReused(t *testing.T) {
 	roots := ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	ts.Close()
 	var served atomic.Bool
-	addr := serveConns(t, func(c net.Conn) {
+	addr := testenv.ServeConns(t, func(c net.Conn) {
 		first := !served.Swap(true) // the first connection's first answer
 		hc := &heldConn{Conn: c}
 		tc := tls.Server(hc, cfg)
@@ -269,7 +271,7 @@ func TestTransportEarlyAnswer(t *testing.T) {
 		answered := make(chan struct{})
 		drained := make(chan int64, 1)
 		var conns atomic.Int32
-		addr := serveConns(t, func(c net.Conn) {
+		addr := testenv.ServeConns(t, func(c net.Conn) {
 			br := bufio.NewReader(c)
 			if conns.Add(1) > 1 {
 				serveOK(c, br)
@@ -320,7 +322,7 @@ func TestTransportEarlyAnswer(t *testing.T) {
 	})
 	t.Run("stream before the body is read", func(t *testing.T) {
 		var conns atomic.Int32
-		addr := serveConns(t, func(c net.Conn) {
+		addr := testenv.ServeConns(t, func(c net.Conn) {
 			conns.Add(1)
 			br := bufio.NewReader(c)
 			for {
@@ -353,7 +355,7 @@ func TestTransportEarlyAnswer(t *testing.T) {
 		// which the proxy reuses for another request once it returns.
 		release := make(chan struct{})
 		defer close(release)
-		addr := serveConns(t, func(c net.Conn) {
+		addr := testenv.ServeConns(t, func(c net.Conn) {
 			http.ReadRequest(bufio.NewReader(c))
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
 			<-release // open, not reading
@@ -371,7 +373,7 @@ func TestTransportEarlyAnswer(t *testing.T) {
 	t.Run("reads nothing, answers nothing", func(t *testing.T) {
 		release := make(chan struct{})
 		defer close(release)
-		addr := serveConns(t, func(c net.Conn) {
+		addr := testenv.ServeConns(t, func(c net.Conn) {
 			http.ReadRequest(bufio.NewReader(c))
 			<-release // open, not reading
 		})
@@ -451,9 +453,9 @@ func FuzzTransportResponse(f *testing.F) {
 		closeAfter := len(first) > 0 && first[len(first)-1] == 0
 		firstBody := "{}"
 		if early {
-			firstBody = strings.Repeat("x", 4*earlyAnswerMin)
+			firstBody = strings.Repeat("x", 4*EarlyAnswerMin)
 		}
-		addr := serveConns(t, func(c net.Conn) {
+		addr := testenv.ServeConns(t, func(c net.Conn) {
 			br := bufio.NewReader(c)
 			for {
 				req, err := http.ReadRequest(br)
@@ -525,7 +527,7 @@ func TestTransportRefusesBeforeConnecting(t *testing.T) {
 		}
 	}()
 	tr := NewTransport(4, time.Minute)
-	for _, size := range []int{100, earlyAnswerMin + 1, 1 << 20} {
+	for _, size := range []int{100, EarlyAnswerMin + 1, 1 << 20} {
 		body := &closeCount{Reader: strings.NewReader(strings.Repeat("x", size))}
 		req, _ := http.NewRequest("POST", "http://"+l.Addr().String()+"/v1/messages", nil)
 		req.Body, req.ContentLength = body, int64(size)
@@ -559,3 +561,19 @@ type closeCount struct {
 }
 
 func (c *closeCount) Close() error { c.closed.Add(1); return nil }
+
+// TestCapabilitiesOf: Transport states its promises; a RoundTripper that
+// does not implement Capable promises nothing more.
+func TestCapabilitiesOf(t *testing.T) {
+	for _, c := range []struct {
+		rt   http.RoundTripper
+		want Capabilities
+	}{
+		{NewTransport(1, time.Second), Capabilities{AbortableBodies: true, StreamedBodies: true}},
+		{http.DefaultTransport, Capabilities{}},
+	} {
+		if got := CapabilitiesOf(c.rt); got != c.want {
+			t.Errorf("%T: %+v, want %+v", c.rt, got, c.want)
+		}
+	}
+}

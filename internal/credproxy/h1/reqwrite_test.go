@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"bufio"
@@ -41,7 +41,7 @@ func parseWritten(t *testing.T, b []byte) parsedRequest {
 // FuzzWriteRequest holds writeRequest to Request.Write: whatever it
 // writes parses to the same method, target, host, header fields and body,
 // and what it refuses has a field net/http's Transport refuses too (or a
-// body without a length, which forward never builds).
+// body without a length, which a proxy never builds).
 func FuzzWriteRequest(f *testing.F) {
 	f.Add("POST", "/v1/messages", "beta=true", "api.example", "Anthropic-Version", "2023-06-01", "claude-cli/2.1", `{"a":1}`)
 	f.Add("GET", "/v1/models", "", "api.example:8443", "X-Stainless-Os", "Linux", "", "")
@@ -54,7 +54,7 @@ func FuzzWriteRequest(f *testing.F) {
 			r := &http.Request{Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 				Header: http.Header{hk: {hv}, "User-Agent": {ua}, "Content-Type": {"application/json"}}, Body: http.NoBody}
 			if body != "" {
-				r.Body, r.ContentLength = &bytesBody{b: []byte(body)}, int64(len(body))
+				r.Body, r.ContentLength = &BytesBody{b: []byte(body)}, int64(len(body))
 			}
 			return r
 		}

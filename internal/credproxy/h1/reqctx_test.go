@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"context"
@@ -88,26 +88,26 @@ func TestRequestContextIsACancel(t *testing.T) {
 }
 
 // TestRequestContextWatchClose: a cancel closes the watched connection
-// once; unwatchClose before it keeps the connection; after it, it says so.
+// once; UnwatchClose before it keeps the connection; after it, it says so.
 func TestRequestContextWatchClose(t *testing.T) {
 	ctx, cancel := newRequestContext(context.Background())
 	rc := ctx.(*requestContext)
 	var kept countCloser
-	rc.watchClose(&kept)
-	if !rc.unwatchClose() {
+	rc.WatchClose(&kept)
+	if !rc.UnwatchClose() {
 		t.Fatal("unwatch before cancel reported false")
 	}
 	var cut countCloser
-	rc.watchClose(&cut)
+	rc.WatchClose(&cut)
 	cancel()
 	if kept.n.Load() != 0 || cut.n.Load() != 1 {
 		t.Fatalf("closes: unwatched %d, watched %d", kept.n.Load(), cut.n.Load())
 	}
-	if rc.unwatchClose() {
+	if rc.UnwatchClose() {
 		t.Fatal("unwatch after cancel reported true")
 	}
 	var late countCloser
-	rc.watchClose(&late)
+	rc.WatchClose(&late)
 	if late.n.Load() != 1 {
 		t.Fatal("a connection watched after cancel was not closed at once")
 	}
@@ -141,7 +141,7 @@ func TestRequestContextRace(t *testing.T) {
 		var wg sync.WaitGroup
 		var stoppedInTime atomic.Bool
 		wg.Add(3)
-		go func() { defer wg.Done(); rc.watchClose(&c); stoppedInTime.Store(rc.unwatchClose()) }()
+		go func() { defer wg.Done(); rc.WatchClose(&c); stoppedInTime.Store(rc.UnwatchClose()) }()
 		go func() { defer wg.Done(); <-ctx.Done() }()
 		go func() { defer wg.Done(); context.AfterFunc(ctx, func() {}) }()
 		cancel()

@@ -1,4 +1,6 @@
-package credproxy
+// Package watchdog enforces coarse deadlines from one goroutine per
+// Watchdog, instead of a runtime timer or socket deadline each.
+package watchdog
 
 import (
 	"math"
@@ -7,7 +9,7 @@ import (
 	"time"
 )
 
-// watchdog enforces coarse deadlines — a slow request body, a slow
+// Watchdog enforces coarse deadlines — a slow request body, a slow
 // upstream head, a silent stream — from one goroutine that wakes every
 // tick while something is armed, instead of a runtime timer or socket
 // deadline per request. Arming a socket deadline or timer earlier than the
@@ -18,16 +20,16 @@ import (
 // A deadline fires between its time and one tick later. fire runs on the
 // watchdog's goroutine and must not block. With nothing armed, no
 // goroutine runs.
-type watchdog struct {
+type Watchdog struct {
 	tick time.Duration
 
 	mu      sync.Mutex
-	items   map[*watch]struct{}
+	items   map[*Watch]struct{}
 	running bool
 }
 
-// watch is one armed deadline.
-type watch struct {
+// Watch is one armed deadline.
+type Watch struct {
 	deadline atomic.Int64 // unix nanoseconds
 	fire     func()
 
@@ -36,24 +38,24 @@ type watch struct {
 	disarmed bool
 }
 
-// newWatchdog returns a watchdog whose tick suits the shortest timeout it
+// New returns a Watchdog whose tick suits the shortest timeout it
 // will enforce: an eighth of it, between 5 ms and 1 s.
-func newWatchdog(shortest time.Duration) *watchdog {
+func New(shortest time.Duration) *Watchdog {
 	tick := min(max(shortest/8, 5*time.Millisecond), time.Second)
-	return &watchdog{tick: tick, items: map[*watch]struct{}{}}
+	return &Watchdog{tick: tick, items: map[*Watch]struct{}{}}
 }
 
-// arm starts watching: fire runs once if the deadline, d from now (or as
-// moved by extend), passes before disarm.
-func (w *watchdog) arm(d time.Duration, fire func()) *watch {
-	wt := &watch{fire: fire}
+// Arm starts watching: fire runs once if the deadline, d from now (or as
+// moved by Extend), passes before Disarm.
+func (w *Watchdog) Arm(d time.Duration, fire func()) *Watch {
+	wt := &Watch{fire: fire}
 	wt.deadline.Store(time.Now().Add(d).UnixNano())
 	w.add(wt)
 	return wt
 }
 
 // add watches wt, starting the goroutine if none runs.
-func (w *watchdog) add(wt *watch) {
+func (w *Watchdog) add(wt *Watch) {
 	w.mu.Lock()
 	w.items[wt] = struct{}{}
 	if !w.running {
@@ -63,18 +65,18 @@ func (w *watchdog) add(wt *watch) {
 	w.mu.Unlock()
 }
 
-// extend moves the deadline to d from now.
-func (wt *watch) extend(d time.Duration) {
-	if d == never {
+// Extend moves the deadline to d from now; Never is no deadline.
+func (wt *Watch) Extend(d time.Duration) {
+	if d == Never {
 		wt.deadline.Store(math.MaxInt64) // no clock read for "no deadline"
 		return
 	}
 	wt.deadline.Store(time.Now().Add(d).UnixNano())
 }
 
-// disarm stops watching and reports whether the deadline fired. Once it
+// Disarm stops watching and reports whether the deadline fired. Once it
 // returns, fire has either run to its end or will never run.
-func (w *watchdog) disarm(wt *watch) bool {
+func (w *Watchdog) Disarm(wt *Watch) bool {
 	wt.mu.Lock()
 	wt.disarmed = true
 	fired := wt.fired
@@ -85,10 +87,10 @@ func (w *watchdog) disarm(wt *watch) bool {
 	return fired
 }
 
-func (w *watchdog) run() {
+func (w *Watchdog) run() {
 	t := time.NewTicker(w.tick)
 	defer t.Stop()
-	var due []*watch
+	var due []*Watch
 	for now := range t.C {
 		n := now.UnixNano()
 		due = due[:0]
@@ -120,4 +122,18 @@ func (w *watchdog) run() {
 			return
 		}
 	}
+}
+
+// Never is a deadline that does not come: Extend(Never) leaves a watch
+// armed without one.
+const Never = time.Duration(math.MaxInt64 / 4)
+
+// Deadline is when the watch fires, as last armed or extended.
+func (wt *Watch) Deadline() time.Time { return time.Unix(0, wt.deadline.Load()) }
+
+// Armed is how many watches are armed: for tests, that none is left over.
+func (w *Watchdog) Armed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.items)
 }

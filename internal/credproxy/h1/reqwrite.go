@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 )
 
 // writeRequest writes req to bw as an HTTP/1.1 request: what Request.Write
-// sends for the requests forward builds, without its per-request
+// sends for the requests a proxy builds, without its per-request
 // allocations (a transfer writer, a sorted copy of the header, the target
 // as a new string).
 //
@@ -44,23 +44,23 @@ func checkOutbound(req *http.Request) error {
 	host := requestHost(req)
 	switch {
 	case !httpguts.ValidHeaderFieldName(req.Method): // a method is a token, as a field name is
-		return fmt.Errorf("credproxy: invalid method %q", req.Method)
+		return fmt.Errorf("h1: invalid method %q", req.Method)
 	case host == "" || !httpguts.ValidHostHeader(host):
-		return fmt.Errorf("credproxy: invalid host %q", host)
+		return fmt.Errorf("h1: invalid host %q", host)
 	case req.URL.Opaque != "" || !validTarget(req.URL.RawQuery) || req.URL.Path != "" && req.URL.Path[0] != '/':
-		return errors.New("credproxy: unsupported request target")
+		return errors.New("h1: unsupported request target")
 	case len(req.TransferEncoding) > 0 || len(req.Trailer) > 0:
-		return errors.New("credproxy: transfer codings and trailers are not sent upstream")
+		return errors.New("h1: transfer codings and trailers are not sent upstream")
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if hasBody && req.ContentLength <= 0 {
-		return errors.New("credproxy: a request body needs a known length")
+		return errors.New("h1: a request body needs a known length")
 	}
 	if k, badName, bad := invalidField(req.Header); bad {
 		if badName {
-			return fmt.Errorf("credproxy: invalid header name %q", k)
+			return fmt.Errorf("h1: invalid header name %q", k)
 		}
-		return fmt.Errorf("credproxy: invalid value for header %q", k)
+		return fmt.Errorf("h1: invalid value for header %q", k)
 	}
 	return nil
 }
@@ -131,24 +131,19 @@ func writeChecked(bw *bufio.Writer, req *http.Request) (err error) {
 	if !hasBody {
 		return nil
 	}
-	if bb, ok := req.Body.(*bytesBody); ok && bb.off == 0 && int64(len(bb.b)) == req.ContentLength {
-		_, err := bw.Write(bb.b)
-		return err
-	}
-	if sb, ok := req.Body.(*streamedBody); ok && sb.want == req.ContentLength {
-		// A body still arriving from the client: each piece goes on as it
-		// comes, from the buffer that keeps it for the record.
-		if n, err := sb.WriteTo(bw); err != nil {
-			return fmt.Errorf("credproxy: request body: %d of %d bytes: %w", n, req.ContentLength, err)
+	if b, ok := req.Body.(BodyWriter); ok {
+		// In one write from memory, or each piece as it comes.
+		if n, err := b.WriteBody(bw, req.ContentLength); err != nil {
+			return fmt.Errorf("h1: request body: %d of %d bytes: %w", n, req.ContentLength, err)
 		}
 		return nil
 	}
 	n, err := io.CopyN(bw, req.Body, req.ContentLength)
 	if err != nil {
-		return fmt.Errorf("credproxy: request body: %d of %d bytes: %w", n, req.ContentLength, err)
+		return fmt.Errorf("h1: request body: %d of %d bytes: %w", n, req.ContentLength, err)
 	}
 	if extra, _ := req.Body.Read(make([]byte, 1)); extra > 0 {
-		return fmt.Errorf("credproxy: request body longer than its ContentLength %d", req.ContentLength)
+		return fmt.Errorf("h1: request body longer than its ContentLength %d", req.ContentLength)
 	}
 	return nil
 }
@@ -164,14 +159,18 @@ func validTarget(q string) bool {
 	return true
 }
 
-// bytesBody is a request body already in memory, which writeRequest sends
-// in one write.
-type bytesBody struct {
+// BytesBody is a request body already in memory, which Transport sends in
+// one write (BodyWriter). Its zero value is empty; Reset sets what it
+// holds.
+type BytesBody struct {
 	b   []byte
 	off int
 }
 
-func (r *bytesBody) Read(p []byte) (int, error) {
+// Reset makes the body b, to be read from its start.
+func (r *BytesBody) Reset(b []byte) { r.b, r.off = b, 0 }
+
+func (r *BytesBody) Read(p []byte) (int, error) {
 	if r.off >= len(r.b) {
 		return 0, io.EOF
 	}
@@ -180,4 +179,14 @@ func (r *bytesBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *bytesBody) Close() error { return nil }
+func (r *BytesBody) Close() error { return nil }
+
+// WriteBody implements BodyWriter: what is left of the body, in one write.
+func (r *BytesBody) WriteBody(w io.Writer, n int64) (int64, error) {
+	if int64(len(r.b)-r.off) != n {
+		return 0, fmt.Errorf("the body holds %d bytes, not %d", len(r.b)-r.off, n)
+	}
+	m, err := w.Write(r.b[r.off:])
+	r.off += m
+	return int64(m), err
+}

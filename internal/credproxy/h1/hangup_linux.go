@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"net"

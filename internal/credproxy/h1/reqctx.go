@@ -1,4 +1,4 @@
-package credproxy
+package h1
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// requestContext is the context of one request on paddock's Server when
+// requestContext is the context of one request on Server when
 // the connection's context is never cancelled (the usual case): its cancel
 // and the upstream connection to close on cancel live in one allocation.
 // context.WithCancel and a context.AfterFunc on it cost about ten — a
@@ -18,9 +18,9 @@ import (
 // functions registered with AfterFunc run once, each on its own goroutine,
 // as context.AfterFunc runs them — so a context derived from this one is
 // cancelled on such a goroutine, just after cancel returns. The closer
-// given to watchClose is closed at once, on the cancelling goroutine,
-// unless unwatchClose came first. There is one such slot: one upstream
-// exchange per request at a time, which is all forward does.
+// given to WatchClose (CloseWatcher) is closed at once, on the cancelling
+// goroutine, unless UnwatchClose came first. There is one such slot: one
+// upstream exchange per request at a time, which is all a proxy needs.
 type requestContext struct {
 	context.Context // the parent: values; never done
 
@@ -32,18 +32,6 @@ type requestContext struct {
 }
 
 type afterFunc struct{ f func() }
-
-// closeWatcher is what Transport looks for on a request's context: a
-// cancel closes the connection it watches, without a closure or a
-// goroutine per request.
-type closeWatcher interface {
-	// watchClose arranges for c to be closed when the context is
-	// cancelled, or at once if it already is; it replaces any earlier c.
-	watchClose(c io.Closer)
-	// unwatchClose stops that and reports whether it stopped it in time
-	// (false: the context was cancelled and c is or will be closed).
-	unwatchClose() bool
-}
 
 // newRequestContext returns the request context under parent and its
 // cancel; a parent that can be cancelled gets context.WithCancel instead.
@@ -94,7 +82,8 @@ func (c *requestContext) cancel() {
 	}
 }
 
-func (c *requestContext) watchClose(cl io.Closer) {
+// WatchClose implements CloseWatcher.
+func (c *requestContext) WatchClose(cl io.Closer) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -105,7 +94,8 @@ func (c *requestContext) watchClose(cl io.Closer) {
 	c.mu.Unlock()
 }
 
-func (c *requestContext) unwatchClose() bool {
+// UnwatchClose implements CloseWatcher.
+func (c *requestContext) UnwatchClose() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closer = nil
@@ -139,4 +129,4 @@ func (c *requestContext) AfterFunc(f func()) (stop func() bool) {
 }
 
 // String names the context, as the standard ones do.
-func (c *requestContext) String() string { return "credproxy.requestContext" }
+func (c *requestContext) String() string { return "h1.requestContext" }
