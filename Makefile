@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := /usr/local/go/bin:$(PATH):/var/cache/paddock/bin
 GO ?= go
-CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
+CLAUDE_BIN := /var/cache/paddock/cli/$(shell sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/sessions/claudecode/claudecode.go)/node_modules/@anthropic-ai/claude-code/bin/claude.exe
 FUZZTIME ?= 10s
 
 .PHONY: all build deps lint test unit fuzz bench run install web clean
@@ -34,7 +34,7 @@ unit:
 test: deps lint build fuzz
 	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
 	@# Alone, after the rest: it restarts dockerd, which stops every container.
-	PADDOCK_DOCKER_RESTART=1 PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 5m -run '^TestDockerDaemonRestart$$' ./internal/e2e/
+	PADDOCK_DOCKER_RESTART=1 PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 5m -run '^TestDockerDaemonRestart$$' ./internal/testkit/e2e/
 
 # A short run of every native fuzz target (the seed corpora run in `test` too).
 # A fuzz run fails on a failing input. Go's fuzzer can also end with
@@ -55,7 +55,7 @@ fuzz:
 
 # Side-by-side benchmarks; prints the tables recorded in docs/PERFORMANCE.md.
 bench: deps build
-	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run "^$$" -bench . -benchtime 1x ./internal/credproxy/ ./internal/sandbox/sandboxbench/ ./internal/runner/ ./internal/e2e/ 2>&1 \
+	PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run "^$$" -bench . -benchtime 1x ./internal/proxy/credproxy/ ./internal/box/sandbox/sandboxbench/ ./internal/daemon/runner/ ./internal/testkit/e2e/ 2>&1 \
 	  | grep -v -e '^ --->' -e '^Step ' -e '^Successfully' -e '^Removing intermediate'
 
 # The main job: install what is needed, build, start the Runner if none
@@ -70,7 +70,7 @@ run: deps build
 web:
 	cd web && npm ci --no-audit --no-fund --ignore-scripts
 	cp web/node_modules/@xterm/xterm/lib/xterm.js web/node_modules/@xterm/xterm/css/xterm.css \
-	   web/node_modules/@xterm/addon-fit/lib/addon-fit.js internal/web/static/vendor/
+	   web/node_modules/@xterm/addon-fit/lib/addon-fit.js internal/daemon/web/static/vendor/
 
 # Put paddock on PATH, and its systemd unit where systemd looks for local
 # units (docs/SERVICE.md). Enabling the unit is the owner's to do.

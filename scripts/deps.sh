@@ -23,7 +23,7 @@
 # Usage: scripts/deps.sh [--no-apt]
 set -euo pipefail
 
-CLAUDE_VERSION=$(sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/claudecode/claudecode.go)
+CLAUDE_VERSION=$(sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/sessions/claudecode/claudecode.go)
 STATICCHECK_VERSION=v0.8.2
 CACHE=/var/cache/paddock
 export PATH="/usr/local/go/bin:$PATH:$CACHE/bin"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes components the test cluster runs (internal/k8stest):
+# Builds the Kubernetes components the test cluster runs (internal/testkit/k8stest):
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, from
 # the Go module proxy (there is no other registry here), into
 #   /var/cache/paddock/k8s/<version>/bin
@@ -7,12 +7,12 @@
 # paddock's go.mod never sees Kubernetes'). Skipped when the four binaries
 # are there and report the version: warm cost 0. Cold: 10-14 minutes and
 # about 4 GB of Go caches (see docs/BACKENDS.md).
-# Usage: scripts/k8s-bins.sh   (the directory is internal/k8stest's BinDir)
+# Usage: scripts/k8s-bins.sh   (the directory is internal/testkit/k8stest's BinDir)
 set -euo pipefail
 
-# The version is internal/k8stest's Version, which the tests run.
-K8S_VERSION=$(sed -n 's/^const Version = "\(v[0-9.]*\)"$/\1/p' "$(dirname "$0")/../internal/k8stest/k8stest.go")
-[ -n "$K8S_VERSION" ] || { echo "k8s-bins: no Version in internal/k8stest/k8stest.go" >&2; exit 1; }
+# The version is internal/testkit/k8stest's Version, which the tests run.
+K8S_VERSION=$(sed -n 's/^const Version = "\(v[0-9.]*\)"$/\1/p' "$(dirname "$0")/../internal/testkit/k8stest/k8stest.go")
+[ -n "$K8S_VERSION" ] || { echo "k8s-bins: no Version in internal/testkit/k8stest/k8stest.go" >&2; exit 1; }
 # The staging modules (k8s.io/api, client-go, …) are versioned v0.<minor>.<patch>.
 STAGING_VERSION=v0.${K8S_VERSION#v1.}
 DIR=/var/cache/paddock/k8s/$K8S_VERSION

@@ -10,7 +10,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/paddockhq/paddock/internal/guest"
+	"github.com/paddockhq/paddock/internal/box/guest"
 )
 
 func main() {

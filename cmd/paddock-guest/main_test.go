@@ -21,16 +21,16 @@ func TestGuestStaysSmall(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	allowed := map[string]bool{
-		"github.com/paddockhq/paddock/cmd/paddock-guest": true,
-		"github.com/paddockhq/paddock/internal/guest":    true,
-		"github.com/paddockhq/paddock/internal/channel":  true,
-		"github.com/paddockhq/paddock/internal/activity": true,
-		"github.com/paddockhq/paddock/internal/boxfiles": true,
-		"github.com/paddockhq/paddock/internal/seccomp":  true,
-		"github.com/paddockhq/paddock/internal/errdefs":  true,
-		"github.com/paddockhq/paddock/internal/version":  true,
-		"github.com/hashicorp/yamux":                     true,
-		"golang.org/x/sys/unix":                          true,
+		"github.com/paddockhq/paddock/cmd/paddock-guest":          true,
+		"github.com/paddockhq/paddock/internal/box/guest":         true,
+		"github.com/paddockhq/paddock/internal/box/channel":       true,
+		"github.com/paddockhq/paddock/internal/sessions/activity": true,
+		"github.com/paddockhq/paddock/internal/sessions/boxfiles": true,
+		"github.com/paddockhq/paddock/internal/box/seccomp":       true,
+		"github.com/paddockhq/paddock/internal/base/errdefs":      true,
+		"github.com/paddockhq/paddock/internal/base/version":      true,
+		"github.com/hashicorp/yamux":                              true,
+		"golang.org/x/sys/unix":                                   true,
 	}
 	heavyStd := []string{"net/http", "crypto/tls", "crypto/x509", "compress/", "html/template", "text/template", "database/"}
 	var bad []string

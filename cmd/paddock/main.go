@@ -1,5 +1,5 @@
 // Command paddock runs Claude Code in a sandbox on a machine you control.
-// Everything lives in internal/cli; see README.md.
+// Everything lives in internal/daemon/cli; see README.md.
 package main
 
 import (
@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paddockhq/paddock/internal/cli"
-	"github.com/paddockhq/paddock/internal/runtimepolicy"
+	"github.com/paddockhq/paddock/internal/daemon/cli"
+	"github.com/paddockhq/paddock/internal/daemon/runtimepolicy"
 )
 
 func main() {

@@ -1,0 +1,764 @@
+// Package docker is the `docker` backend: Docker Engine through its Go SDK.
+//
+// Every container is made by one builder, containerSpec, never by hand, and
+// is hardened by construction: no network (none), read-only root
+// filesystem, non-root user (1000), no-new-privileges, every capability
+// dropped, pids/memory/CPU limits, tmpfs /tmp and /run/paddock, a named
+// volume for home (never a bind), never the Docker socket, never
+// privileged, an optional runtime (e.g. runsc) from config. The image's
+// entrypoint is `paddock guest`, PID 1.
+//
+// The channel goes straight to the guest's unix socket inside the
+// container's root where the daemon is local and the Runner root; else it
+// rides on `docker exec -i <box> paddock guest bridge`, which copies the
+// exec stream to that socket (channel.go).
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	pdkerr "github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
+	"github.com/paddockhq/paddock/internal/sessions/claudecode"
+	"golang.org/x/sys/unix"
+)
+
+// Name of this backend.
+const Name = "docker"
+
+// GuestPath is where images carry the paddock binary.
+const GuestPath = "/usr/local/bin/paddock"
+
+// Config configures the backend.
+type Config struct {
+	// Host is the Docker daemon address; empty uses DOCKER_HOST or the
+	// default socket.
+	Host string
+	// Image is used when CreateOptions.Image is empty.
+	Image string
+	// Runtime is an optional OCI runtime name ("runsc").
+	Runtime string
+	// TmpSize bounds the /tmp tmpfs (bytes; default 1 GiB).
+	TmpSize int64
+	// Owner is this Runner's id, put on every object and required by List,
+	// Inspect and prune: Runners that share a daemon never touch each
+	// other's boxes. Required.
+	Owner string
+	// Dir holds the backend's files on the host (an empty resolv.conf that
+	// replaces the one Docker would copy from the host). Required.
+	Dir string
+	// ClaudeVersion is the Claude Code version an image must carry when
+	// its tag names none (…:claude-V names its own); empty checks only
+	// the tag.
+	ClaudeVersion string
+	// PaddockVersion, when set, is the paddock version an image's guest
+	// must be (the Runner sets its own): a box never runs another
+	// paddock's guest.
+	PaddockVersion string
+}
+
+// Backend is the docker backend.
+type Backend struct {
+	cfg Config
+	cli *client.Client
+	mu  sync.Mutex
+
+	// direct: channels go straight to the guest's socket (channel.go).
+	direct bool
+	pmu    sync.Mutex
+	procs  map[string]guestProc // by box id: its guest, while it lives
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New connects to the daemon (API version negotiated, as the client does by
+// default unless DOCKER_API_VERSION fixes one) and checks it answers.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	opts := []client.Opt{client.FromEnv}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: the Docker daemon does not answer (is dockerd running? DOCKER_HOST=%q): %v: %w",
+			os.Getenv("DOCKER_HOST"), err, pdkerr.ErrUnavailable)
+	}
+	if cfg.TmpSize == 0 {
+		cfg.TmpSize = 1 << 30
+	}
+	if cfg.Owner == "" {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: no owner id: %w", pdkerr.ErrInvalid)
+	}
+	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: Dir must be an absolute path: %w", pdkerr.ErrInvalid)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	// Docker copies the host's resolv.conf even into a container without a
+	// network; a box has no resolver, so it gets an empty one.
+	if err := os.WriteFile(filepath.Join(cfg.Dir, "resolv.conf"), nil, 0o644); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	return &Backend{cfg: cfg, cli: cli, direct: os.Geteuid() == 0 && isLocalDaemon(cli), procs: map[string]guestProc{}}, nil
+}
+
+// Client exposes the SDK client (image builds share it).
+func (b *Backend) Client() *client.Client { return b.cli }
+
+// Close releases the client.
+func (b *Backend) Close() error { return b.cli.Close() }
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return Name }
+
+// Capabilities implements sandbox.Backend.
+func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
+	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, SurvivesRunnerRestart: true, Runtime: b.cfg.Runtime}
+	if res, err := b.cli.Info(ctx, client.InfoOptions{}); err == nil {
+		info := res.Info
+		c.MemoryLimit, c.PidsLimit, c.CPULimit = info.MemoryLimit, info.PidsLimit, info.CPUCfsQuota
+		if c.Runtime == "" {
+			c.Runtime = info.DefaultRuntime
+		}
+	}
+	return c
+}
+
+// labels are sandbox.Labels plus this Runner's owner label.
+func (b *Backend) labels(session string, kind sandbox.ObjectKind) map[string]string {
+	l := sandbox.Labels(session, kind)
+	l[sandbox.LabelOwner] = b.cfg.Owner
+	return l
+}
+
+func containerName(session string) string { return "paddock-" + session }
+func homeVolume(session string) string    { return "paddock-" + session + "-home" }
+func wsVolume(session string) string      { return "paddock-" + session + "-workspace" }
+
+// Spec is everything ContainerCreate gets.
+type Spec struct {
+	Name   string
+	Config *container.Config
+	Host   *container.HostConfig
+}
+
+// containerSpec is the one builder of a box's container. Its result is
+// checked by TestSpecHardened; change both together.
+func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, error) {
+	l := o.Limits.WithDefaults()
+	pids := l.Pids
+	labels := b.labels(o.Session, sandbox.KindBox)
+	mounts := []mount.Mount{
+		{Type: mount.TypeVolume, Source: homeVolume(o.Session), Target: sandbox.HomeDir},
+		{Type: mount.TypeBind, Source: filepath.Join(b.cfg.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+	}
+	if o.Workspace == "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: wsVolume(o.Session), Target: sandbox.WorkspaceDir})
+	} else {
+		real, err := checkWorkspace(o.Workspace)
+		if err != nil {
+			return Spec{}, err
+		}
+		if !b.ownMounts() {
+			return Spec{}, wsmount.ErrNotRoot
+		}
+		labels[labelWorkspace] = real
+		if o.UnsafeHostCode {
+			labels[labelUnsafeHostCode] = "1"
+		}
+		// Docker binds paddock's own view of the workspace, which Start
+		// makes from a descriptor (wsmount: idmapped to the box user, the
+		// host's code read-only on top). Recursive, so that those
+		// read-only mounts on top come along.
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.wsMount(o.Session), Target: sandbox.WorkspaceDir})
+	}
+	no := false
+	return Spec{
+		Name: containerName(o.Session),
+		Config: &container.Config{
+			Image:           image,
+			User:            fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
+			Hostname:        "paddock",
+			WorkingDir:      sandbox.WorkspaceDir,
+			Entrypoint:      []string{GuestPath, "guest", "--setid-guard", "--socket", sandbox.GuestSocket},
+			Cmd:             nil,
+			Env:             []string{"HOME=" + sandbox.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "DISABLE_AUTOUPDATER=1"},
+			Labels:          labels,
+			NetworkDisabled: true,
+			StopSignal:      "SIGTERM",
+		},
+		Host: &container.HostConfig{
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			Privileged:     false,
+			SecurityOpt:    []string{"no-new-privileges:true"},
+			CapDrop:        []string{"ALL"},
+			IpcMode:        "private",
+			Init:           &no, // the guest is PID 1
+			Runtime:        b.cfg.Runtime,
+			Tmpfs: map[string]string{
+				"/tmp":         fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpSize),
+				"/run/paddock": fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", sandbox.BoxUID, sandbox.BoxUID),
+			},
+			Mounts: mounts,
+			Resources: container.Resources{
+				Memory:     l.MemoryBytes,
+				MemorySwap: l.MemoryBytes, // no swap beyond the limit
+				NanoCPUs:   int64(l.CPUs * 1e9),
+				PidsLimit:  &pids,
+			},
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		},
+	}, nil
+}
+
+// labelWorkspace is, on a box whose host workspace Docker binds through
+// paddock's own mount, the workspace's path as resolved when the box was
+// made.
+const labelWorkspace = "paddock.workspace"
+
+// labelWorkspaceUID is the uid the host workspace belonged to when the
+// box was made; each start refuses it if it belongs to anyone else by then.
+const labelWorkspaceUID = "paddock.workspace-uid"
+
+// labelUnsafeHostCode marks a box whose workspace keeps the host's code
+// paths writable (wsmount.HostCode), as its owner asked.
+const labelUnsafeHostCode = "paddock.unsafe-host-code"
+
+// ownMounts: a root Runner binds each host workspace onto a directory of
+// its own (wsMount) from a descriptor, and Docker binds that directory,
+// whose path no box can write: nothing a box does to the workspace's path
+// after the box is made changes what Docker binds. A Runner that is not
+// root cannot, and takes no host workspace (wsmount.ErrNotRoot).
+func (b *Backend) ownMounts() bool { return os.Geteuid() == 0 }
+
+func (b *Backend) wsMount(session string) string {
+	return filepath.Join(b.cfg.Dir, "workspaces", session)
+}
+
+// wsState is wsmount's record of a session's workspace mount: beside the
+// mount point, never inside it.
+func (b *Backend) wsState(session string) string {
+	return filepath.Join(b.cfg.Dir, "workspaces", session+".json")
+}
+
+// mountWorkspace makes the box's view of the workspace real at the
+// session's wsMount (see wsmount): the box's user is sandbox.BoxUID on the
+// host too, since Docker maps no user namespace.
+func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool, ownerUID int) error {
+	if err := sandbox.ValidSession(session); err != nil {
+		return err
+	}
+	_, err := wsmount.Mount(wsmount.Options{Source: real, Target: b.wsMount(session), State: b.wsState(session),
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode, OwnerUID: ownerUID, Session: session})
+	return err
+}
+
+// unmountWorkspace takes the view off (the box has stopped) and keeps the
+// mount point, which the container's bind names.
+func (b *Backend) unmountWorkspace(session string) {
+	if sandbox.ValidSession(session) != nil {
+		return
+	}
+	_ = wsmount.Unmount(b.wsMount(session), b.wsState(session))
+}
+
+// dropWorkspaceMount undoes mountWorkspace when the box is removed. The
+// mount point is removed as an empty directory only, never recursively.
+func (b *Backend) dropWorkspaceMount(session string) {
+	if sandbox.ValidSession(session) != nil {
+		return
+	}
+	b.unmountWorkspace(session)
+	_ = os.Remove(b.wsMount(session))
+}
+
+// checkWorkspace refuses host directories that would hand the box the
+// daemon or the host: the Docker socket, /, and the kernel's trees. It
+// returns the directory's path with its symlinks resolved, which is what is
+// checked and bound.
+func checkWorkspace(ws string) (string, error) {
+	if !filepath.IsAbs(ws) {
+		return "", fmt.Errorf("workspace %q must be absolute: %w", ws, pdkerr.ErrInvalid)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q must be an existing directory: %w", ws, pdkerr.ErrInvalid)
+	}
+	// The check is of where the path leads, not of its text: a symlink
+	// to /run would otherwise pass. Docker binds the resolved path.
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %v: %w", ws, err, pdkerr.ErrInvalid)
+	}
+	for _, bad := range []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker", "/etc", "/boot"} {
+		if real == bad || strings.HasPrefix(real, bad+"/") && bad != "/" {
+			return "", fmt.Errorf("workspace %s is a system directory (%s): %w", ws, real, pdkerr.ErrForbidden)
+		}
+	}
+	for _, sock := range []string{"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"} {
+		if rel, err := filepath.Rel(real, sock); err == nil && !strings.HasPrefix(rel, "..") {
+			return "", fmt.Errorf("workspace %s contains the daemon socket %s: %w", ws, sock, pdkerr.ErrForbidden)
+		}
+	}
+	return real, nil
+}
+
+func mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrNotFound)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrConflict)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrInvalid)
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%s: %v: %w", op, err, pdkerr.ErrUnavailable)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// Create implements sandbox.Backend.
+func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.Box, error) {
+	if err := sandbox.ValidSession(o.Session); err != nil {
+		return sandbox.Box{}, err
+	}
+	image := o.Image
+	if image == "" {
+		image = b.cfg.Image
+	}
+	if image == "" {
+		return sandbox.Box{}, fmt.Errorf("no image for the docker backend; build one with `paddock image build`: %w", pdkerr.ErrInvalid)
+	}
+	spec, err := b.containerSpec(o, image)
+	if err != nil {
+		return sandbox.Box{}, err
+	}
+	if real := spec.Config.Labels[labelWorkspace]; real != "" {
+		// Refused before anything is made: root's, or no idmapped mounts.
+		_, own, err := wsmount.Check(real)
+		if err != nil {
+			return sandbox.Box{}, err
+		}
+		if err := wsmount.SameOwner(real, own, o.WorkspaceUID); err != nil {
+			return sandbox.Box{}, err
+		}
+		spec.Config.Labels[labelWorkspaceUID] = strconv.Itoa(own.UID)
+	}
+	// Before anything is made: a missing image is the usual first
+	// stumble, an image of an older paddock the next.
+	ins, err := b.cli.ImageInspect(ctx, image)
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.Box{}, fmt.Errorf("the docker backend has no image %s: build it with `%s` (a few minutes the first time), or set docker.image: %w",
+			image, b.buildCommand(image), pdkerr.ErrNotFound)
+	}
+	if err == nil {
+		var labels map[string]string
+		if ins.Config != nil {
+			labels = ins.Config.Labels
+		}
+		if err := b.checkImage(image, labels); err != nil {
+			return sandbox.Box{}, err
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vols := []string{homeVolume(o.Session)}
+	if o.Workspace == "" {
+		vols = append(vols, wsVolume(o.Session))
+	}
+	// The volumes are made concurrently: each is a daemon round trip.
+	errc := make(chan error, len(vols))
+	for _, v := range vols {
+		go func() {
+			_, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v, Labels: b.labels(o.Session, sandbox.KindVolume)})
+			errc <- mapErr("create volume "+v, err)
+		}()
+	}
+	for range vols {
+		if err := <-errc; err != nil {
+			return sandbox.Box{}, err
+		}
+	}
+	if real := spec.Config.Labels[labelWorkspace]; real != "" && b.ownMounts() {
+		// Docker wants a bind's source to exist when the container is
+		// made; Start mounts the workspace's view on it.
+		if err := os.MkdirAll(b.wsMount(o.Session), 0o700); err != nil {
+			return sandbox.Box{}, fmt.Errorf("workspace mount point: %w", err)
+		}
+	}
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host,
+		NetworkingConfig: &network.NetworkingConfig{}, Name: spec.Name})
+	if err != nil && spec.Config.Labels[labelWorkspace] != "" && b.ownMounts() && !cerrdefs.IsConflict(err) {
+		b.dropWorkspaceMount(o.Session) // no box holds it (a conflict: the session's box does)
+	}
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return sandbox.Box{}, fmt.Errorf("session %s already has a box: %w", o.Session, pdkerr.ErrConflict)
+		}
+		return sandbox.Box{}, mapErr("create container", err)
+	}
+	l := o.Limits.WithDefaults()
+	return sandbox.Box{ID: resp.ID, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: time.Now().UTC(),
+		Volume: homeVolume(o.Session), Limits: l}, nil
+}
+
+// checkImage refuses a box image that this paddock cannot run, by its
+// labels, each mismatch with the command that builds the right one:
+//   - no paddock.image label: not built by `paddock image build`;
+//   - a guest protocol older than this paddock's (its guest lacks what
+//     the Runner asks of it);
+//   - a Claude Code version other than the one its tag names
+//     (…:claude-V), or, for a tag that names none, Config.ClaudeVersion;
+//   - a base not pinned by digest;
+//   - a paddock version other than Config.PaddockVersion (when set): the
+//     guest in the image is another paddock's.
+func (b *Backend) checkImage(ref string, labels map[string]string) error {
+	rebuild := func(what string) error {
+		return fmt.Errorf("image %s %s: rebuild it with `%s`: %w", ref, what, b.buildCommand(ref), pdkerr.ErrConflict)
+	}
+	if labels[labelImage] == "" {
+		return rebuild("was not built by paddock (no " + labelImage + " label)")
+	}
+	if v, err := strconv.Atoi(labels[sandbox.LabelGuestProtocol]); err != nil || v < sandbox.GuestProtocol {
+		return rebuild(fmt.Sprintf("was built by an older paddock (guest protocol %q, this one needs %d)", labels[sandbox.LabelGuestProtocol], sandbox.GuestProtocol))
+	}
+	if want := claudeOfTag(ref, b.cfg.ClaudeVersion); want != "" && labels[sandbox.LabelClaudeVersion] != want {
+		return rebuild(fmt.Sprintf("carries Claude Code %q, not %s", labels[sandbox.LabelClaudeVersion], want))
+	}
+	if base := labels[sandbox.LabelBase]; !pinnedBase.MatchString(base) {
+		return rebuild(fmt.Sprintf("names its base %q, not pinned by digest", base))
+	}
+	if want := b.cfg.PaddockVersion; want != "" && labels[sandbox.LabelPaddockVersion] != want {
+		return rebuild(fmt.Sprintf("carries paddock %q as its guest, not this paddock (%s)", labels[sandbox.LabelPaddockVersion], want))
+	}
+	return nil
+}
+
+// labelImage marks an image `paddock image build` made.
+const labelImage = "paddock.image"
+
+// pinnedBase is a base named by digest: a local image id or name@sha256.
+var pinnedBase = regexp.MustCompile(`^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$`)
+
+// claudeOfTag is the Claude Code version a box image must carry: the one
+// its tag names (…:claude-V), else def.
+func claudeOfTag(ref, def string) string {
+	if i := strings.LastIndex(ref, ":claude-"); i >= 0 && !strings.Contains(ref[i:], "/") {
+		return ref[i+len(":claude-"):]
+	}
+	return def
+}
+
+// buildCommand is the command that builds ref for this paddock.
+func (b *Backend) buildCommand(ref string) string {
+	cmd := "paddock image build"
+	v := claudeOfTag(ref, b.cfg.ClaudeVersion)
+	if v != "" && v != claudecode.PinnedVersion {
+		cmd += " --claude-version " + v
+	}
+	if v == "" {
+		v = claudecode.PinnedVersion
+	}
+	if ref != "paddock/box:claude-"+v {
+		cmd += " --tag " + ref
+	}
+	return cmd
+}
+
+// Start implements sandbox.Backend.
+//
+// A host workspace comes first. Docker resolves a bind's source again at
+// every start, so a symlink that appeared on the workspace's path since the
+// box was made (another box may write a parent directory) would bind
+// wherever it points. A root Runner rebinds the workspace onto its own
+// mount point from a descriptor opened without following any symlink, and
+// Docker binds that mount point, which no box can change (ownMounts).
+// Otherwise the path must still lead, symlink-free, to a directory; Docker
+// resolves it again after that check, which a box swapping a symlink in
+// and out can race (SECURITY.md, known limits). Either way a symlink on the
+// path refuses the start.
+func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandbox.Box{}, mapErr("inspect box", err)
+	}
+	ins := res.Container
+	if ins.Config == nil {
+		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
+	}
+	session := ins.Config.Labels[sandbox.LabelSession]
+	mounted := "" // the session whose workspace this start mounted
+	for _, m := range ins.Mounts {
+		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
+			continue
+		}
+		real := ins.Config.Labels[labelWorkspace]
+		switch {
+		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
+			if ins.State == nil || !ins.State.Running {
+				// A box made before the owner was kept has no label: 0, unchecked.
+				ownerUID, _ := strconv.Atoi(ins.Config.Labels[labelWorkspaceUID])
+				if err := b.mountWorkspace(session, real, ins.Config.Labels[labelUnsafeHostCode] == "1", ownerUID); err != nil {
+					return sandbox.Box{}, err
+				}
+				mounted = session
+			}
+		case real != "":
+			// Made by a Runner that could not mount (not root): Docker
+			// binds the resolved path, which must still be symlink-free.
+			fd, err := sandbox.OpenWorkspace(m.Source)
+			if err != nil {
+				return sandbox.Box{}, err
+			}
+			unix.Close(fd)
+		default:
+			// Made before paddock resolved workspaces: the path as the
+			// owner gave it, symlinks and all; checked as at creation.
+			if _, err := checkWorkspace(m.Source); err != nil {
+				return sandbox.Box{}, err
+			}
+		}
+	}
+	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		if mounted != "" {
+			b.unmountWorkspace(mounted)
+		}
+		return sandbox.Box{}, mapErr("start box", err)
+	}
+	return b.Inspect(ctx, id)
+}
+
+// Stop implements sandbox.Backend.
+func (b *Backend) Stop(ctx context.Context, id string, o sandbox.StopOptions) error {
+	b.forget(id)
+	secs := 5
+	if o.Timeout > 0 {
+		secs = int((o.Timeout + time.Second - 1) / time.Second)
+	}
+	if _, err := b.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs}); err != nil {
+		return mapErr("stop box", err)
+	}
+	// The workspace's view (and its placeholders) goes with the box; the
+	// next start makes it again.
+	if res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil && res.Container.Config.Labels[labelWorkspace] != "" {
+		b.unmountWorkspace(res.Container.Config.Labels[sandbox.LabelSession])
+	}
+	return nil
+}
+
+// Remove implements sandbox.Backend.
+func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions) error {
+	b.forget(id)
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return mapErr("remove box", err)
+	}
+	ins := res.Container
+	session := ins.Config.Labels[sandbox.LabelSession]
+	if _, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) &&
+		!strings.Contains(err.Error(), "already in progress") {
+		return mapErr("remove box", err)
+	}
+	if ins.Config.Labels[labelWorkspace] != "" {
+		b.dropWorkspaceMount(session)
+	}
+	if o.KeepVolume || session == "" {
+		return nil
+	}
+	var errs []error
+	for _, v := range []string{homeVolume(session), wsVolume(session)} {
+		if err := b.removeVolume(ctx, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeVolume retries briefly: a just-removed container may still hold it.
+func (b *Backend) removeVolume(ctx context.Context, name string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		_, err = b.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return mapErr("remove volume "+name, err)
+}
+
+// Inspect implements sandbox.Backend.
+func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandbox.Box{}, mapErr("inspect box", err)
+	}
+	ins := res.Container
+	if ins.Config == nil || ins.Config.Labels[sandbox.LabelManaged] != "1" || ins.Config.Labels[sandbox.LabelOwner] != b.cfg.Owner {
+		return sandbox.Box{}, fmt.Errorf("container %s is not a box of this paddock: %w", id, pdkerr.ErrNotFound)
+	}
+	st := sandbox.StateStopped
+	switch {
+	case ins.State != nil && ins.State.Running:
+		st = sandbox.StateRunning
+	case ins.State != nil && ins.State.Status == "created":
+		st = sandbox.StateCreated
+	}
+	created, _ := time.Parse(time.RFC3339Nano, ins.Created)
+	session := ins.Config.Labels[sandbox.LabelSession]
+	l := sandbox.Limits{}
+	if ins.HostConfig != nil {
+		l.MemoryBytes = ins.HostConfig.Memory
+		l.CPUs = float64(ins.HostConfig.NanoCPUs) / 1e9
+		if ins.HostConfig.PidsLimit != nil {
+			l.Pids = *ins.HostConfig.PidsLimit
+		}
+	}
+	if st == sandbox.StateRunning && ins.Config.Labels[labelWorkspace] != "" && sandbox.ValidSession(session) == nil {
+		// A box this process did not start (the Runner restarted): its
+		// workspace's git files are carried across again.
+		wsmount.Resume(b.wsState(session))
+	}
+	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l}, nil
+}
+
+// List implements sandbox.Backend.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
+	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=1", sandbox.LabelOwner+"="+b.cfg.Owner)
+	cs, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, mapErr("list boxes", err)
+	}
+	var out []sandbox.Object
+	for _, c := range cs.Items {
+		out = append(out, sandbox.Object{Kind: sandbox.KindBox, ID: c.ID, Session: c.Labels[sandbox.LabelSession], Labels: c.Labels})
+	}
+	vs, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, mapErr("list volumes", err)
+	}
+	for _, v := range vs.Items {
+		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name, Session: v.Labels[sandbox.LabelSession], Labels: v.Labels})
+	}
+	ns, err := b.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, mapErr("list networks", err)
+	}
+	for _, n := range ns.Items {
+		out = append(out, sandbox.Object{Kind: sandbox.KindNetwork, ID: n.ID, Session: n.Labels[sandbox.LabelSession], Labels: n.Labels})
+	}
+	return out, nil
+}
+
+// RemoveObject implements sandbox.Backend.
+func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
+	switch o.Kind {
+	case sandbox.KindBox:
+		_, err := b.cli.ContainerRemove(ctx, o.ID, client.ContainerRemoveOptions{Force: true})
+		if err == nil && o.Labels[labelWorkspace] != "" {
+			b.dropWorkspaceMount(o.Session)
+		}
+		if cerrdefs.IsNotFound(err) || err != nil && strings.Contains(err.Error(), "already in progress") {
+			return nil
+		}
+		return mapErr("remove box", err)
+	case sandbox.KindVolume:
+		return b.removeVolume(ctx, o.ID)
+	case sandbox.KindNetwork:
+		_, err := b.cli.NetworkRemove(ctx, o.ID, client.NetworkRemoveOptions{})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return mapErr("remove network", err)
+	}
+	return fmt.Errorf("object kind %q: %w", o.Kind, pdkerr.ErrInvalid)
+}
+
+// Freeze implements sandbox.Freezer: docker pause (the cgroup freezer,
+// through the daemon). A box someone paused already is frozen: no error.
+func (b *Backend) Freeze(ctx context.Context, id string) error {
+	_, err := b.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	if err == nil {
+		return nil
+	}
+	switch b.pauseState(ctx, id) {
+	case boxPaused:
+		return nil
+	case boxNotRunning:
+		return fmt.Errorf("pause box %s: it is not running: %w", id, pdkerr.ErrConflict)
+	}
+	return mapErr("pause box "+id, err)
+}
+
+// Thaw implements sandbox.Freezer: docker unpause. A running box that is
+// not paused (someone ran docker unpause) is thawed already: no error.
+// (Docker 20.10 refuses that unpause with a 500, later versions a 409.)
+func (b *Backend) Thaw(ctx context.Context, id string) error {
+	_, err := b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	if err == nil {
+		return nil
+	}
+	switch b.pauseState(ctx, id) {
+	case boxRunning:
+		return nil
+	case boxNotRunning:
+		// Stopped meanwhile (docker stop, a daemon restart): nothing to
+		// thaw, as for a local box.
+		return fmt.Errorf("unpause box %s: it is not running: %w", id, pdkerr.ErrConflict)
+	}
+	return mapErr("unpause box "+id, err)
+}
+
+// A box's state, as pauseState finds it.
+const (
+	boxUnknown    = iota // not found, or the inspect failed
+	boxNotRunning        // created, stopped or dead
+	boxRunning           // running, not paused
+	boxPaused            // running and paused
+)
+
+// pauseState inspects box id, after a pause or unpause the daemon refused.
+func (b *Backend) pauseState(ctx context.Context, id string) int {
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	switch {
+	case err != nil || res.Container.State == nil:
+		return boxUnknown
+	case !res.Container.State.Running:
+		return boxNotRunning
+	case res.Container.State.Paused:
+		return boxPaused
+	}
+	return boxRunning
+}

@@ -1,0 +1,632 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/channel"
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/proxy/egress"
+	"github.com/paddockhq/paddock/internal/sessions/claudesetup"
+	"github.com/paddockhq/paddock/internal/sessions/firstprompt"
+	"github.com/paddockhq/paddock/internal/sessions/gitident"
+	"github.com/paddockhq/paddock/internal/sessions/portable"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+)
+
+// CreateRequest asks for a new session.
+type CreateRequest struct {
+	Name    string `json:"name,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	Egress  string `json:"egress,omitempty"`
+	// Allow lists NAME[:PORT] rules for the allowlist posture; EgressPolicy
+	// names a policy of the Runner's config instead (or as well).
+	Allow        []string `json:"allow,omitempty"`
+	EgressPolicy string   `json:"egress_policy,omitempty"`
+	// Deny lists NAME[:PORT] rules refused whatever else allows.
+	Deny []string `json:"deny,omitempty"`
+	// Ask holds connections no rule decides for a person's answer
+	// (allowlist posture): paddock egress pending / approve / deny.
+	Ask       bool   `json:"ask,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// UnsafeHostCode leaves the workspace's host code (.git/hooks,
+	// .git/config, .vscode, … docs/SECURITY.md) writable in the box.
+	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Effort         string `json:"effort,omitempty"`
+	CredentialMode string `json:"credential_mode,omitempty"`
+	// ClaudeVersion runs another Claude Code version than the pinned one
+	// (paddock smoke proves a version with it): local boxes get it
+	// installed under <state-dir>/cli/<version>; docker boxes need the
+	// image paddock/box:claude-<version> (paddock image build).
+	ClaudeVersion string `json:"claude_version,omitempty"`
+	// NoStart creates the box without starting claude.
+	NoStart bool `json:"no_start,omitempty"`
+	// Restart is the restart policy for claude's exits: no, on-failure
+	// (the default) or always (activity.Policy).
+	Restart string `json:"restart,omitempty"`
+	// Credential, if set, is this session's own credential (the session
+	// creator's), used instead of the owner's; CredentialKind says its
+	// kind (default: from its prefix). It is stored like the owner's
+	// (0600) and never shown.
+	Credential     SecretString `json:"credential,omitempty"`
+	CredentialKind string       `json:"credential_kind,omitempty"`
+	// RelaySecrets are the session's secrets for the Runner's relay routes,
+	// by relay name; stored like credentials, injected by the relay.
+	RelaySecrets map[string]SecretString `json:"relay_secrets,omitempty"`
+	// Limits override the Runner's defaults (sessions.rpm, …) where set.
+	RPM         int   `json:"rpm,omitempty"`
+	MaxStreams  int   `json:"max_streams,omitempty"`
+	TokenBudget int64 `json:"token_budget,omitempty"`
+	// BudgetUSD is a budget in US dollars, priced with the Runner's
+	// [prices] (sessions.budget_usd where 0).
+	BudgetUSD float64 `json:"budget_usd,omitempty"`
+	// ClaudeSetup is the creator's Claude Code setup, as paddock run reads
+	// it from their home (claudesetup.Collect); GitIdentity is their git
+	// user.name and user.email; Prompt is the task claude starts with.
+	// All three are for the session's first start only (runner.firstStart).
+	ClaudeSetup *claudesetup.Bundle `json:"claude_setup,omitempty"`
+	GitIdentity *gitident.Identity  `json:"git_identity,omitempty"`
+	Prompt      firstprompt.Text    `json:"prompt,omitempty"`
+	// Resume is a conversation Claude Code kept on the creator's host,
+	// read by paddock run --resume-host as them: the session's claude
+	// resumes it (docs/PORTABLE.md). The Runner checks it as any input.
+	Resume *portable.Conversation `json:"resume,omitempty"`
+}
+
+// SecretString carries a secret in a request body; it prints redacted
+// (fmt) but marshals as itself, to cross the owner-only socket.
+type SecretString string
+
+// Secret wraps a secret for a request.
+func Secret(s string) SecretString { return SecretString(s) }
+
+// Reveal returns the secret.
+func (s SecretString) Reveal() string { return string(s) }
+
+func (s SecretString) String() string { return "[redacted]" }
+
+// Format prints redacted for every verb.
+func (s SecretString) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[redacted]")) }
+
+// SetRequest changes a session's model or effort; nil leaves it.
+type SetRequest struct {
+	Model  *string `json:"model,omitempty"`
+	Effort *string `json:"effort,omitempty"`
+	// TokenBudget changes the session's token budget (0: none); it takes
+	// effect at once, without restarting claude.
+	TokenBudget *int64 `json:"token_budget,omitempty"`
+	// BudgetUSD changes the session's budget in US dollars (0: none), at
+	// once like TokenBudget.
+	BudgetUSD *float64 `json:"budget_usd,omitempty"`
+	// Egress changes the posture at once, without restarting claude;
+	// Allow and Deny, if given, replace the session's rules, and Ask turns
+	// ask mode on or off. Tunnels the new policy refuses are cut.
+	Egress *string   `json:"egress,omitempty"`
+	Allow  *[]string `json:"allow,omitempty"`
+	Deny   *[]string `json:"deny,omitempty"`
+	Ask    *bool     `json:"ask,omitempty"`
+	// Attach and Detach name policies of the Runner's config.
+	Attach []string `json:"attach,omitempty"`
+	Detach []string `json:"detach,omitempty"`
+}
+
+// ApproveRequest answers a session's connections waiting for approval
+// (and those to come) to a host: HOST or *.DOMAIN, with :PORT or 443.
+type ApproveRequest struct {
+	Rule string `json:"rule"`
+	// Scope: "session" (default: for the session's life), "for" (For
+	// long), or "always" (also every later ask of the owner's sessions).
+	Scope string `json:"scope,omitempty"`
+	For   string `json:"for,omitempty"`
+	// Deny refuses instead; with Scope "session" it adds a deny rule.
+	Deny bool `json:"deny,omitempty"`
+}
+
+// ApproveResult says what an answer did.
+type ApproveResult struct {
+	Rule     string `json:"rule"`
+	Answered int    `json:"answered"` // waiting connections answered now
+	Recorded bool   `json:"recorded"` // a rule was kept for later ones
+}
+
+// PruneResult lists what prune removed.
+type PruneResult struct {
+	Removed []sandbox.Object `json:"removed"`
+}
+
+// ExecRequest runs a process in a session's box.
+type ExecRequest struct {
+	Argv []string `json:"argv,omitempty"`
+	TTY  bool     `json:"tty,omitempty"`
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+}
+
+// AttachRequest joins a session's terminal mirror.
+type AttachRequest struct {
+	// Role is "driver", "observer", or "" for the best the caller may have
+	// (driver, else observer); the answer's Paddock-Role header says which
+	// they got.
+	Role string `json:"role,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+}
+
+// Participant is one attach to the terminal mirror (mirror.Participant).
+type Participant interface {
+	Read(ctx context.Context) ([]byte, error)
+	Send(ctx context.Context, keys []byte) error
+	Resize(ctx context.Context, rows, cols int) error
+	Leave()
+}
+
+// Sessions is the part of the Backend that manages sessions.
+type Sessions interface {
+	CreateSession(ctx context.Context, req CreateRequest) (session.Session, error)
+	Sessions(ctx context.Context) ([]session.Session, error)
+	Session(ctx context.Context, ref string) (session.Session, error)
+	Sleep(ctx context.Context, ref string) (session.Session, error)
+	Wake(ctx context.Context, ref string) (session.Session, error)
+	RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error)
+	Set(ctx context.Context, ref string, req SetRequest) (session.Session, error)
+	Prune(ctx context.Context, volumes bool) (PruneResult, error)
+	// StartExec starts a process whose output goes to stdout/stderr.
+	StartExec(ctx context.Context, ref string, req ExecRequest, stdout, stderr io.Writer) (*channel.Process, error)
+	// Attach joins the session's terminal mirror.
+	Attach(ctx context.Context, ref string, req AttachRequest) (Participant, error)
+}
+
+// UpgradeExec is the protocol an exec request upgrades to: channel frames
+// both ways (stdin, resize, signal in; stdout, stderr, exit out).
+const UpgradeExec = "paddock-exec/1"
+
+func sessionRoutes(mux *http.ServeMux, b Backend) {
+	one := func(pattern string, f func(r *http.Request) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			v, err := f(r)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, 200, v)
+		})
+	}
+	one("POST /v1/sessions", func(r *http.Request) (any, error) {
+		var req CreateRequest
+		if err := decodeLimit(r, &req, MaxCreateBody); err != nil {
+			return nil, err
+		}
+		return b.CreateSession(r.Context(), req)
+	})
+	one("GET /v1/sessions", func(r *http.Request) (any, error) {
+		var all []session.Session
+		var err error
+		if r.URL.Query().Get("all_users") == "1" {
+			au, ok := b.(AllUsers)
+			if !ok {
+				return nil, fmt.Errorf("this Runner has one user; leave out --all-users: %w", errdefs.ErrInvalid)
+			}
+			all, err = au.AllSessions(r.Context())
+		} else {
+			all, err = b.Sessions(r.Context())
+		}
+		if all == nil {
+			all = []session.Session{}
+		}
+		return all, err
+	})
+	one("GET /v1/sessions/{ref}", func(r *http.Request) (any, error) { return b.Session(r.Context(), r.PathValue("ref")) })
+	one("POST /v1/sessions/{ref}/sleep", func(r *http.Request) (any, error) { return b.Sleep(r.Context(), r.PathValue("ref")) })
+	if fz, ok := b.(Freezer); ok {
+		one("POST /v1/sessions/{ref}/freeze", func(r *http.Request) (any, error) { return fz.Freeze(r.Context(), r.PathValue("ref")) })
+	}
+	one("POST /v1/sessions/{ref}/wake", func(r *http.Request) (any, error) { return b.Wake(r.Context(), r.PathValue("ref")) })
+	one("DELETE /v1/sessions/{ref}", func(r *http.Request) (any, error) {
+		return b.RemoveSession(r.Context(), r.PathValue("ref"), r.URL.Query().Get("keep_volume") == "1")
+	})
+	one("POST /v1/sessions/{ref}/set", func(r *http.Request) (any, error) {
+		var req SetRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return b.Set(r.Context(), r.PathValue("ref"), req)
+	})
+	one("POST /v1/prune", func(r *http.Request) (any, error) { return b.Prune(r.Context(), r.URL.Query().Get("volumes") == "1") })
+	mux.HandleFunc("POST /v1/sessions/{ref}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, b) })
+	mux.HandleFunc("POST /v1/sessions/{ref}/attach", func(w http.ResponseWriter, r *http.Request) { serveAttach(w, r, b) })
+}
+
+// MaxCreateBody bounds a create request: a Claude setup of
+// claudesetup.MaxBytes and a conversation of portable.MaxConversation, in
+// base64, and the rest.
+const MaxCreateBody = claudesetup.MaxBytes*4/3 + portable.MaxConversation*4/3 + 4<<20
+
+// decode reads a JSON body of at most 1 MiB strictly.
+func decode(r *http.Request, v any) error { return decodeLimit(r, v, 1<<20) }
+
+// decodeLimit reads a JSON body of at most limit bytes strictly.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %v: %w", err, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// frameOut writes frames to a hijacked connection once it is open.
+type frameOut struct {
+	mu    sync.Mutex
+	w     io.Writer
+	typ   byte
+	ready chan struct{}
+}
+
+func (f *frameOut) Write(p []byte) (int, error) {
+	<-f.ready
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for off := 0; off < len(p); off += 32 << 10 {
+		if err := channel.WriteFrame(f.w, f.typ, p[off:min(off+32<<10, len(p))]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func serveExec(w http.ResponseWriter, r *http.Request, b Backend) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), UpgradeExec) {
+		writeErr(w, fmt.Errorf("exec needs Upgrade: %s: %w", UpgradeExec, errdefs.ErrInvalid))
+		return
+	}
+	var req ExecRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	ready := make(chan struct{})
+	var wmu sync.Mutex
+	var conn net.Conn
+	out := &frameOut{typ: channel.FrameStdout, ready: ready, mu: sync.Mutex{}}
+	errw := &frameOut{typ: channel.FrameStderr, ready: ready}
+	// Both writers share one lock on the connection.
+	lw := &lockedWriter{mu: &wmu}
+	out.w, errw.w = lw, lw
+	p, err := b.StartExec(r.Context(), r.PathValue("ref"), req, out, errw)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer p.Close()
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	conn = c
+	defer conn.Close()
+	lw.w = conn
+	_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n\r\n")
+	close(ready)
+	go func() {
+		var buf []byte
+		for {
+			typ, payload, nb, err := channel.ReadFrame(brw.Reader, buf)
+			buf = nb
+			if err != nil {
+				p.Close() // the caller is gone: so is the process's stream
+				return
+			}
+			switch typ {
+			case channel.FrameStdin:
+				_, _ = p.Write(payload)
+			case channel.FrameStdinEOF:
+				_ = p.CloseStdin()
+			case channel.FrameResize:
+				if rows, cols, ok := channel.ParseResize(payload); ok {
+					_ = p.Resize(rows, cols)
+				}
+			case channel.FrameSignal:
+				if len(payload) == 1 {
+					_ = p.Signal(sysSignal(payload[0]))
+				}
+			}
+		}
+	}()
+	code, err := p.Wait()
+	if err != nil {
+		code = 255
+	}
+	wmu.Lock()
+	_ = channel.WriteFrame(conn, channel.FrameExit, channel.ExitPayload(code))
+	wmu.Unlock()
+}
+
+// serveAttach joins the mirror and relays: its output out, keys and
+// resizes in. The stream ends when the mirror does or the caller leaves.
+func serveAttach(w http.ResponseWriter, r *http.Request, b Backend) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), UpgradeExec) {
+		writeErr(w, fmt.Errorf("attach needs Upgrade: %s: %w", UpgradeExec, errdefs.ErrInvalid))
+		return
+	}
+	var req AttachRequest
+	if err := decode(r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	// The participant outlives the request context: the connection is
+	// hijacked. It keeps the caller (people.From) for the access checks.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	p, err := b.Attach(ctx, r.PathValue("ref"), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer p.Leave()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	role := ""
+	if jr, ok := p.(interface{ JoinedAs() string }); ok {
+		role = "Paddock-Role: " + jr.JoinedAs() + "\r\n"
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+UpgradeExec+"\r\nConnection: Upgrade\r\n"+role+"\r\n"); err != nil {
+		return
+	}
+	go func() {
+		defer cancel()
+		var buf []byte
+		for {
+			typ, payload, nb, err := channel.ReadFrame(brw.Reader, buf)
+			buf = nb
+			if err != nil {
+				return
+			}
+			switch typ {
+			case channel.FrameStdin:
+				_ = p.Send(ctx, payload) // an observer's keys are refused, quietly
+			case channel.FrameResize:
+				if rows, cols, ok := channel.ParseResize(payload); ok {
+					_ = p.Resize(ctx, int(rows), int(cols))
+				}
+			}
+		}
+	}()
+	for {
+		out, err := p.Read(ctx)
+		if err != nil {
+			_ = channel.WriteFrame(conn, channel.FrameExit, channel.ExitPayload(0))
+			return
+		}
+		for off := 0; off < len(out); off += 32 << 10 {
+			if err := channel.WriteFrame(conn, channel.FrameStdout, out[off:min(off+32<<10, len(out))]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Session calls.
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://paddock"+path, rd)
+	if err != nil {
+		return err
+	}
+	return c.roundTrip(req, out)
+}
+
+// CreateSession calls POST /v1/sessions.
+func (c *Client) CreateSession(ctx context.Context, req CreateRequest) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions", req, &s)
+}
+
+// Sessions calls GET /v1/sessions.
+func (c *Client) Sessions(ctx context.Context) ([]session.Session, error) {
+	var s []session.Session
+	return s, c.do(ctx, "GET", "/v1/sessions", nil, &s)
+}
+
+// Session calls GET /v1/sessions/{ref}.
+func (c *Client) Session(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(ref), nil, &s)
+}
+
+// Freezer is the optional Backend feature behind POST
+// /v1/sessions/{ref}/freeze (paddock sleep --freeze).
+type Freezer interface {
+	Freeze(ctx context.Context, ref string) (session.Session, error)
+}
+
+// Freeze calls POST /v1/sessions/{ref}/freeze.
+func (c *Client) Freeze(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/freeze", nil, &s)
+}
+
+// Sleep calls POST /v1/sessions/{ref}/sleep.
+func (c *Client) Sleep(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/sleep", nil, &s)
+}
+
+// Wake calls POST /v1/sessions/{ref}/wake.
+func (c *Client) Wake(ctx context.Context, ref string) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/wake", nil, &s)
+}
+
+// RemoveSession calls DELETE /v1/sessions/{ref}.
+func (c *Client) RemoveSession(ctx context.Context, ref string, keepVolume bool) (session.Session, error) {
+	var s session.Session
+	q := ""
+	if keepVolume {
+		q = "?keep_volume=1"
+	}
+	return s, c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(ref)+q, nil, &s)
+}
+
+// Set calls POST /v1/sessions/{ref}/set.
+func (c *Client) Set(ctx context.Context, ref string, req SetRequest) (session.Session, error) {
+	var s session.Session
+	return s, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/set", req, &s)
+}
+
+// Prune calls POST /v1/prune.
+func (c *Client) Prune(ctx context.Context, volumes bool) (PruneResult, error) {
+	var p PruneResult
+	q := ""
+	if volumes {
+		q = "?volumes=1"
+	}
+	return p, c.do(ctx, "POST", "/v1/prune"+q, nil, &p)
+}
+
+// ExecStream is an exec over the API: write stdin with Write, send frames
+// with Resize/Signal/CloseStdin, read output with Copy.
+type ExecStream struct {
+	// Role is the role an attach joined with (Paddock-Role), if said.
+	Role string
+	conn net.Conn
+	br   *bufio.Reader
+	wmu  sync.Mutex
+}
+
+// Exec opens an exec stream.
+func (c *Client) Exec(ctx context.Context, ref string, req ExecRequest) (*ExecStream, error) {
+	return c.upgrade(ctx, "/v1/sessions/"+url.PathEscape(ref)+"/exec", req)
+}
+
+// Attach joins the session's terminal mirror as a driver or an observer.
+func (c *Client) Attach(ctx context.Context, ref string, req AttachRequest) (*ExecStream, error) {
+	return c.upgrade(ctx, "/v1/sessions/"+url.PathEscape(ref)+"/attach", req)
+}
+
+// upgrade opens a framed stream: a POST upgraded to UpgradeExec.
+func (c *Client) upgrade(ctx context.Context, path string, req any) (*ExecStream, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	body, _ := json.Marshal(req)
+	hr, _ := http.NewRequest("POST", "http://paddock"+path, bytes.NewReader(body))
+	hr.Header.Set("Connection", "Upgrade")
+	hr.Header.Set("Upgrade", UpgradeExec)
+	hr.Header.Set("Content-Type", "application/json")
+	if err := hr.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	resp, err := http.ReadResponse(br, hr)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		return nil, responseError(resp)
+	}
+	return &ExecStream{conn: conn, br: br, Role: resp.Header.Get("Paddock-Role")}, nil
+}
+
+func (e *ExecStream) send(typ byte, p []byte) error {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	return channel.WriteFrame(e.conn, typ, p)
+}
+
+// Write sends stdin.
+func (e *ExecStream) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += 32 << 10 {
+		if err := e.send(channel.FrameStdin, p[off:min(off+32<<10, len(p))]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// CloseStdin closes the process's stdin.
+func (e *ExecStream) CloseStdin() error { return e.send(channel.FrameStdinEOF, nil) }
+
+// Resize changes the terminal size.
+func (e *ExecStream) Resize(rows, cols uint16) error {
+	return e.send(channel.FrameResize, channel.ResizePayload(rows, cols))
+}
+
+// Signal sends a signal.
+func (e *ExecStream) Signal(sig byte) error { return e.send(channel.FrameSignal, []byte{sig}) }
+
+// Copy writes output until the process ends and returns its exit code.
+func (e *ExecStream) Copy(stdout, stderr io.Writer) (int, error) {
+	var buf []byte
+	for {
+		typ, payload, nb, err := channel.ReadFrame(e.br, buf)
+		buf = nb
+		if err != nil {
+			return -1, fmt.Errorf("exec stream ended before the exit code: %w", err)
+		}
+		switch typ {
+		case channel.FrameStdout:
+			if _, err := stdout.Write(payload); err != nil {
+				return -1, err
+			}
+		case channel.FrameStderr:
+			if _, err := stderr.Write(payload); err != nil {
+				return -1, err
+			}
+		case channel.FrameExit:
+			code, ok := channel.ParseExit(payload)
+			if !ok {
+				return -1, errors.New("bad exit frame")
+			}
+			return code, nil
+		}
+	}
+}
+
+// Close ends the stream (and the process, if it still runs).
+func (e *ExecStream) Close() error { return e.conn.Close() }
+
+// PendingView is a connection waiting for approval, with its session's
+// name.
+type PendingView struct {
+	egress.Pending
+	Name string `json:"name"`
+}

@@ -1,0 +1,688 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// exitError carries a command's exit code through Main.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func (g *globals) client(o IO) (*api.Client, error) {
+	dir, err := g.resolveStateDir(o)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(dirSocket(dir)), nil
+}
+
+func runCmd(g *globals, o IO) *cobra.Command {
+	var req api.CreateRequest
+	var detach bool
+	var detachKeys string
+	var credFile string
+	var relaySecrets []string
+	var setup runSetup // --prompt, --claude-config, …: runsetup.go
+	cmd := &cobra.Command{
+		Use:   "run [flags]",
+		Short: "Create a session, start Claude Code in its box, and attach (detach: ctrl-p ctrl-q, or --detach-keys)",
+		Long: `Create a session: a box (local bubblewrap or docker) with its own home volume, Claude Code
+started in tmux with every permission bypassed, and a per-session token in place of your
+credential. Without -d, attach to its terminal; detach with ctrl-p ctrl-q, the session keeps
+running. Then: paddock ls, attach, exec, sleep, wake, rm.
+
+Your Claude Code setup (CLAUDE.md, settings, agents, commands, skills, output styles, plugins,
+user-scope MCP servers; never credentials or transcripts) and git identity come along, read as
+you (under sudo: SUDO_USER); what is dropped is named on stderr. --prompt gives claude a task
+to start with. --resume-host [ID] continues a conversation you had with Claude Code on this
+host, in the workspace (the latest, or the one named): its transcript comes into the box.`,
+		Args: setup.args, // none, but --resume-host's ID (runsetup.go)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseDetachKeys(detachKeys); err != nil {
+				return usageError{err} // before anything is made
+			}
+			if req.Workspace != "" {
+				if abs, err := absDir(req.Workspace); err != nil {
+					return usageError{fmt.Errorf("--workspace: %w", err)}
+				} else {
+					req.Workspace = abs
+				}
+			}
+			if credFile != "" {
+				b, err := readCredentialFile(credFile, o)
+				if err != nil {
+					return err
+				}
+				req.Credential = api.Secret(b)
+			}
+			for _, rs := range relaySecrets {
+				name, file, ok := strings.Cut(rs, "=")
+				if !ok || name == "" || file == "" {
+					return usageError{fmt.Errorf("--relay-secret %q: write NAME=FILE (FILE - for stdin)", rs)}
+				}
+				v, err := readCredentialFile(file, o)
+				if err != nil {
+					return err
+				}
+				if req.RelaySecrets == nil {
+					req.RelaySecrets = map[string]api.SecretString{}
+				}
+				req.RelaySecrets[name] = api.Secret(v)
+			}
+			setup.promptGiven = cmd.Flags().Changed("prompt")
+			if err := setup.fill(cmd.Context(), &req, o, readsStdin(credFile, relaySecrets)); err != nil {
+				return err
+			}
+			// The Runner last: a mistake in the command line is said first.
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			s, err := c.CreateSession(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if detach {
+				fmt.Fprintln(o.Stdout, s.ID)
+				fmt.Fprintf(o.Stderr, "session %s (%s) runs; attach with: paddock attach %s\n", s.Name, s.ID[:8], s.Name)
+				return nil
+			}
+			return attach(cmd, c, o, s.Name, detachKeys)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Name, "name", "", "session name (default: a random one like calm-otter)")
+	f.StringVar(&req.Backend, "backend", "", "local, docker or kubernetes (default from config: sessions.backend)")
+	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline (no network at all), anthropic (the API only), allowlist (--allow, --egress-policy)")
+	f.StringArrayVar(&req.Allow, "allow", nil, "with --egress allowlist: a name the box may reach, NAME[:PORT] or *.NAME[:PORT] (port 443 by default); repeat")
+	f.StringVar(&req.EgressPolicy, "egress-policy", "", "with --egress allowlist: a named policy of the Runner's config (egress.policies.NAME)")
+	f.StringArrayVar(&req.Deny, "deny", nil, "a name the box may never reach, NAME[:PORT] or *.NAME[:PORT], whatever else allows it; repeat")
+	f.BoolVar(&req.Ask, "ask", false, "with --egress allowlist: hold a connection no rule decides until you approve it (paddock egress pending, approve, deny)")
+	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace, read and written as its owner (default: on the session volume)")
+	f.BoolVar(&req.UnsafeHostCode, "unsafe-host-code", false, "UNSAFE: let the box write what the host runs later in the workspace (.git/hooks, .git/config, .vscode, .envrc, …)")
+	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")
+	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))
+	f.StringVar(&req.CredentialMode, "credential-mode", "proxy", "proxy (a session token in the box) or direct (your setup token in the box; offline or anthropic egress, no workspace)")
+	f.BoolVarP(&detach, "detach", "d", false, "print the session id and return")
+	f.StringVar(&detachKeys, "detach-keys", DefaultDetachKeys, "the keys that detach from the terminal, as docker's: ctrl-X or a character, comma-separated")
+	f.StringVar(&credFile, "credential-file", "", "this session's own Anthropic credential, from a file (- for stdin), instead of the Runner owner's")
+	f.StringArrayVar(&relaySecrets, "relay-secret", nil, "this session's secret for a relay route of the Runner, NAME=FILE (- for stdin); repeat")
+	f.StringVar(&req.CredentialKind, "credential-kind", "", "kind of --credential-file: oauth, api_key or auth_token (default: from its prefix)")
+	f.IntVar(&req.RPM, "rpm", 0, "limit: API requests per minute (default from config sessions.rpm; 0: none)")
+	f.IntVar(&req.MaxStreams, "max-streams", 0, "limit: concurrent API requests (default sessions.max_streams)")
+	f.Int64Var(&req.TokenBudget, "budget", 0, "limit: tokens (input+output) the session may use (default sessions.token_budget)")
+	f.Float64Var(&req.BudgetUSD, "budget-usd", 0, "limit: US dollars the session may spend, estimated at the config's [prices] (default sessions.budget_usd)")
+	f.StringVar(&req.Restart, "restart", "on-failure", "when claude exits: no, on-failure (not after /exit) or always; restarts resume the conversation (at most 5 in 10 minutes, backoff 1s..60s)")
+	setup.flags(f)
+	return cmd
+}
+
+// readCredentialFile reads a credential from a file or stdin ("-"); never
+// from the command line itself.
+func readCredentialFile(path string, o IO) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		sv, err := readSecret(o)
+		if err != nil {
+			return "", err
+		}
+		return sv.Reveal(), nil
+	}
+	if b, err = os.ReadFile(path); err != nil {
+		return "", fmt.Errorf("--credential-file: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", usageError{fmt.Errorf("--credential-file %s is empty: %w", path, errdefs.ErrInvalid)}
+	}
+	return v, nil
+}
+
+func absDir(p string) (string, error) {
+	abs, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = abs + "/" + p
+	}
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s does not exist; give an existing directory: %w", p, errdefs.ErrInvalid)
+	case fi.Mode()&os.ModeSymlink != 0:
+		return "", fmt.Errorf("%s is a symlink; give the directory it points to: %w", p, errdefs.ErrInvalid)
+	case !fi.IsDir():
+		return "", fmt.Errorf("%s is not a directory: %w", p, errdefs.ErrInvalid)
+	}
+	return p, nil
+}
+
+func lsCmd(g *globals, o IO) *cobra.Command {
+	var asJSON, all, quiet, allUsers bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"ps", "list"},
+		Short:   "List sessions",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			var ss []session.Session
+			if allUsers {
+				ss, err = c.AllSessions(cmd.Context())
+			} else {
+				ss, err = c.Sessions(cmd.Context())
+			}
+			if err != nil {
+				return err
+			}
+			var shown []session.Session
+			for _, s := range ss {
+				if all || s.Live() {
+					shown = append(shown, s)
+				}
+			}
+			if quiet {
+				for _, s := range shown {
+					fmt.Fprintln(o.Stdout, s.ID)
+				}
+				return nil
+			}
+			if asJSON {
+				if shown == nil {
+					shown = []session.Session{}
+				}
+				enc := json.NewEncoder(o.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(shown)
+			}
+			if len(shown) == 0 && !allUsers {
+				// An admin of a team server: say where the others' are.
+				if others, err := c.AllSessions(cmd.Context()); err == nil {
+					n := 0
+					for _, s := range others {
+						if s.Live() {
+							n++
+						}
+					}
+					if n > 0 {
+						fmt.Fprintf(o.Stderr, "paddock: none of yours; %d of other people's: paddock ls --all-users\n", n)
+					}
+				}
+			}
+			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			now := time.Now()
+			for _, s := range shown {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
+					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "include removed sessions")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print session ids only, one a line")
+	cmd.Flags().BoolVar(&allUsers, "all-users", false, "every person's sessions, not only yours and those shared with you (admins)")
+	return cmd
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02")
+}
+
+// simple builds sleep, wake and similar one-call commands; done says what
+// became of each session.
+func simple(g *globals, o IO, use, short string, call func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error), done func(session.Session) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " NAME...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, ref := range args {
+				s, err := call(c, cmd, ref)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintln(o.Stdout, done(s))
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func sleepCmd(g *globals, o IO) *cobra.Command {
+	var freeze bool
+	cmd := simple(g, o, "sleep", "Stop a session's box; its token is revoked, the volume keeps the conversation (--freeze: keep its memory, wake in an instant)",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			if freeze {
+				return c.Freeze(cmd.Context(), ref)
+			}
+			return c.Sleep(cmd.Context(), ref)
+		}, func(s session.Session) string {
+			if s.Frozen {
+				return fmt.Sprintf("%s is frozen: paddock wake %s (or attach) thaws it where it was", s.Name, s.Name)
+			}
+			return s.Name + " is asleep"
+		})
+	cmd.Flags().BoolVar(&freeze, "freeze", false, "freeze instead: the box and its processes' memory are kept, the processes stopped and the token suspended")
+	cmd.SuggestFor = []string{"freeze", "pause", "suspend", "stop"} // what other tools call it
+	return cmd
+}
+
+func wakeCmd(g *globals, o IO) *cobra.Command {
+	cmd := simple(g, o, "wake", "Start a sleeping session again, or its claude that exited: claude --resume",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			return c.Wake(cmd.Context(), ref)
+		}, func(s session.Session) string { return s.Name + " is running" })
+	cmd.Aliases = []string{"restart"}
+	cmd.SuggestFor = []string{"thaw", "unpause", "resume", "start"}
+	return cmd
+}
+
+func rmCmd(g *globals, o IO) *cobra.Command {
+	var keep, force bool
+	cmd := simple(g, o, "rm", "Remove a session: its box and (unless --keep-volume) its volume; -f if it runs",
+		func(c *api.Client, cmd *cobra.Command, ref string) (session.Session, error) {
+			if !force {
+				// As docker rm: a running session is removed on purpose only.
+				s, err := c.Session(cmd.Context(), ref)
+				if err != nil {
+					return s, err
+				}
+				if s.Observed == session.Running {
+					return s, fmt.Errorf("session %s is running; paddock sleep %s first, or paddock rm -f %s: %w", s.Name, s.Name, s.Name, errdefs.ErrConflict)
+				}
+			}
+			return c.RemoveSession(cmd.Context(), ref, keep)
+		}, func(s session.Session) string { return s.Name + " is removed" })
+	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too")
+	cmd.SuggestFor = []string{"remove", "delete", "kill"}
+	return cmd
+}
+
+func pruneCmd(g *globals, o IO) *cobra.Command {
+	var volumes bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove every labelled box, volume and process that no session owns",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			res, err := c.Prune(cmd.Context(), volumes)
+			for _, ob := range res.Removed {
+				fmt.Fprintf(o.Stdout, "removed %s %s (session %s)\n", ob.Kind, ob.ID, ob.Session)
+			}
+			if err == nil && len(res.Removed) == 0 {
+				fmt.Fprintln(o.Stdout, "nothing to prune")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&volumes, "volumes", false, "also remove volumes that removed sessions kept")
+	return cmd
+}
+
+func setCmd(g *globals, o IO) *cobra.Command {
+	var model, effort string
+	var budget int64
+	var budgetUSD float64
+	var eg egressFlags
+	cmd := &cobra.Command{
+		Use:   "set NAME [--model M] [--effort E] [--budget N] [--budget-usd D]",
+		Short: "Change a session's model or effort (claude restarts with --resume), or its budgets in tokens and money (at once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var req api.SetRequest
+			if cmd.Flags().Changed("model") {
+				req.Model = &model
+			}
+			if cmd.Flags().Changed("effort") {
+				req.Effort = &effort
+			}
+			if cmd.Flags().Changed("budget") {
+				req.TokenBudget = &budget
+			}
+			if cmd.Flags().Changed("budget-usd") {
+				req.BudgetUSD = &budgetUSD
+			}
+			egressSet := setEgressFlags(cmd, &req, &eg)
+			if req.Model == nil && req.Effort == nil && req.TokenBudget == nil && req.BudgetUSD == nil && !egressSet {
+				return usageError{errors.New("nothing to set: give --model, --effort, --budget, --budget-usd or --egress (with --allow, --deny, --ask)")}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			s, err := c.Set(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if req.Model != nil || req.Effort != nil || req.TokenBudget != nil || req.BudgetUSD != nil {
+				fmt.Fprintf(o.Stdout, "%s: model %s, effort %s, token budget %s, budget %s\n", s.Name, dash(s.Model), dash(s.Effort),
+					budgetText(s.Limits.TokenBudget), budgetUSDText(s.Limits.BudgetUSD))
+			}
+			if egressSet {
+				fmt.Fprintf(o.Stdout, "%s: egress %s (at once; claude keeps running)\n", s.Name, s.EgressSummary())
+			}
+			return nil
+		},
+	}
+	eg.add(cmd)
+	cmd.Flags().StringVar(&model, "model", "", "model")
+	cmd.Flags().StringVar(&effort, "effort", "", "effort: "+strings.Join(session.Efforts, ", "))
+	cmd.Flags().Int64Var(&budget, "budget", 0, "token budget (input+output tokens; 0: none)")
+	cmd.Flags().Float64Var(&budgetUSD, "budget-usd", 0, "budget in US dollars, estimated at the config's [prices] (0: none)")
+	return cmd
+}
+
+func budgetText(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
+}
+
+func attachCmd(g *globals, o IO) *cobra.Command {
+	var readOnly bool
+	var keys string
+	cmd := &cobra.Command{
+		Use:   "attach NAME",
+		Short: "Attach to a session's Claude Code terminal, shared with others (detach: ctrl-p ctrl-q, or --detach-keys)",
+		Long: `Join a session's terminal through its mirror: you get the screen as it is, then the live
+output. Drivers type; observers watch and their keys go nowhere. You join with the best role
+you have on the session (its owner, operators and drivers drive; a session shared with you as
+observer is watched), or as an observer with --read-only.
+Several people may attach at once; the terminal takes the smallest driver's size.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := parseDetachKeys(keys); err != nil {
+				return usageError{err}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			role := "" // the best the caller has
+			if readOnly {
+				role = "observer"
+			}
+			return attachAs(cmd, c, o, args[0], role, keys)
+		},
+	}
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "watch as an observer: keys are not sent")
+	cmd.Flags().StringVar(&keys, "detach-keys", DefaultDetachKeys, "the keys that detach, as docker's: ctrl-X or a character, comma-separated")
+	return cmd
+}
+
+func execCmd(g *globals, o IO) *cobra.Command {
+	var interactive, tty bool
+	cmd := &cobra.Command{
+		Use:   "exec [-it] NAME -- CMD [ARG...]",
+		Short: "Run a command in a session's box with Claude Code's environment; its exit code is paddock's",
+		Long: `Run a command in a session's box, with Claude Code's environment, in /workspace. Its exit
+code is paddock's, as with docker exec: 127 when the command is not found in the box, 126 when
+it cannot be run there, and 125 when paddock itself fails (no Runner, no such session, a bad
+option after the command line was read).`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return execExit(o, func() error {
+				if dash := cmd.ArgsLenAtDash(); dash != 1 {
+					return usageError{errors.New("write the command after --: paddock exec NAME -- CMD")}
+				}
+				// As docker exec -t: a terminal for the command needs one here.
+				if in, ok := o.Stdin.(*os.File); tty && (!ok || !term.IsTerminal(int(in.Fd()))) {
+					return usageError{errors.New("-t: the input is not a terminal; leave out -t (with -i to pass stdin), or run from a terminal")}
+				}
+				c, err := g.client(o)
+				if err != nil {
+					return err
+				}
+				return execStream(cmd, c, o, args[0], api.ExecRequest{Argv: args[1:], TTY: tty}, interactive)
+			}())
+		},
+	}
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run on a terminal")
+	return cmd
+}
+
+// execExit gives exec's exit code as docker exec does: the command's own;
+// 127 when it is not found in the box and 126 when it cannot be run there;
+// 125 for any failure of paddock's own (printed here, since an exitError
+// is not).
+func execExit(o IO, err error) error {
+	var ee exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	fmt.Fprintln(o.Stderr, "paddock:", err)
+	switch {
+	case errors.Is(err, errdefs.ErrCommandNotFound):
+		return exitError{127}
+	case errors.Is(err, errdefs.ErrCommandCannotRun):
+		return exitError{126}
+	}
+	return exitError{125}
+}
+
+func attach(cmd *cobra.Command, c *api.Client, o IO, ref, keys string) error {
+	return attachAs(cmd, c, o, ref, "driver", keys)
+}
+
+// attachAs joins the session's terminal mirror; keys (docker's
+// --detach-keys syntax) detach.
+func attachAs(cmd *cobra.Command, c *api.Client, o IO, ref, role, keys string) error {
+	detach, err := parseDetachKeys(keys)
+	if err != nil {
+		return usageError{err}
+	}
+	open := func(rows, cols uint16) (*api.ExecStream, error) {
+		return c.Attach(cmd.Context(), ref, api.AttachRequest{Role: role, Rows: rows, Cols: cols})
+	}
+	err = runStream(cmd, o, ref, open, true, true, detach, role == "observer")
+	var ee exitError
+	if err != nil && !errors.As(err, &ee) {
+		return err
+	}
+	// The terminal ended (not an error of attach): say why when the
+	// session no longer runs as it did (frozen, asleep, removed). A sleep
+	// or rm cuts the terminal before it is done: wait for it (Ending).
+	s, serr := c.Session(cmd.Context(), ref)
+	for deadline := time.Now().Add(endingWait); serr == nil && s.Ending != "" && time.Now().Before(deadline); {
+		select {
+		case <-cmd.Context().Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+		s, serr = c.Session(cmd.Context(), ref)
+	}
+	if serr == nil {
+		switch {
+		case s.Frozen:
+			fmt.Fprintf(o.Stderr, "\r\n%s was frozen; paddock attach %s (or paddock wake %s) thaws it\r\n", ref, ref, ref)
+		case s.Observed == session.Removed:
+			fmt.Fprintf(o.Stderr, "\r\n%s was removed\r\n", ref)
+		case s.Observed != session.Running && s.Reason != "":
+			fmt.Fprintf(o.Stderr, "\r\n%s is %s: %s\r\n", ref, s.Observed, s.Reason)
+		case s.Observed != session.Running:
+			fmt.Fprintf(o.Stderr, "\r\n%s is %s\r\n", ref, s.Observed)
+		}
+	} else if errdefs.Is(serr, errdefs.ErrNotFound) {
+		fmt.Fprintf(o.Stderr, "\r\n%s was removed\r\n", ref)
+	}
+	return nil
+}
+
+// endingWait bounds how long attach waits, after its terminal was cut,
+// for the sleep or rm that cut it to finish (a box gets 5 s to stop).
+const endingWait = 30 * time.Second
+
+// terminalReset leaves the alternate screen and turns off mouse
+// reporting, bracketed paste and focus events; shows the cursor; resets colours.
+const terminalReset = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1004l\x1b[?25h\x1b[0m"
+
+// execStream runs an exec over the API and wires the terminal.
+func execStream(cmd *cobra.Command, c *api.Client, o IO, ref string, req api.ExecRequest, interactive bool) error {
+	open := func(rows, cols uint16) (*api.ExecStream, error) {
+		req.Rows, req.Cols = rows, cols
+		return c.Exec(cmd.Context(), ref, req)
+	}
+	return runStream(cmd, o, ref, open, req.TTY, interactive, nil, false)
+}
+
+// runStream opens a framed stream (exec or attach) and wires this
+// terminal to it: raw mode and resizes on a TTY, stdin with the detach
+// sequence, output to stdout/stderr. Keys are not sent when readOnly.
+func runStream(cmd *cobra.Command, o IO, ref string, open func(rows, cols uint16) (*api.ExecStream, error), tty, interactive bool, detach []byte, readOnly bool) error {
+	in, isFile := o.Stdin.(*os.File)
+	termIn := isFile && term.IsTerminal(int(in.Fd()))
+	var rows, cols uint16
+	if tty && termIn {
+		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+			cols, rows = uint16(w), uint16(h)
+		}
+	}
+	es, err := open(rows, cols)
+	if err != nil {
+		return err
+	}
+	defer es.Close()
+	if es.Role == "observer" && !readOnly {
+		readOnly = true
+		fmt.Fprintf(o.Stderr, "paddock: you are an observer of %s: you watch, and your keys are not sent\r\n", ref)
+	}
+	if tty && termIn {
+		old, err := term.MakeRaw(int(in.Fd()))
+		if err == nil {
+			defer term.Restore(int(in.Fd()), old)
+		}
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			for range winch {
+				if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+					_ = es.Resize(uint16(h), uint16(w))
+				}
+			}
+		}()
+	}
+	detached := make(chan struct{})
+	if interactive {
+		go func() {
+			copyStdin(es, o.Stdin, detach, readOnly, detached)
+		}()
+	} else {
+		_ = es.CloseStdin()
+	}
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := es.Copy(o.Stdout, o.Stderr)
+		done <- result{code, err}
+	}()
+	select {
+	case <-detached:
+		es.Close()
+		if tty {
+			// The tmux client was cut off, not detached: undo what it set
+			// on this terminal (alternate screen, mouse, paste, cursor).
+			fmt.Fprint(o.Stdout, terminalReset)
+		}
+		fmt.Fprintf(o.Stderr, "\r\ndetached from %s; it keeps running (paddock attach %s)\r\n", ref, ref)
+		return nil
+	case r := <-done:
+		if r.err != nil {
+			return r.err
+		}
+		if r.code != 0 {
+			return exitError{r.code}
+		}
+		return nil
+	}
+}
+
+// copyStdin sends stdin to the stream, watching for the detach sequence
+// detach (nil: none; then the end of stdin closes the command's).
+func copyStdin(es *api.ExecStream, in io.Reader, detach []byte, readOnly bool, detached chan struct{}) {
+	buf := make([]byte, 32<<10)
+	var d *detacher
+	if detach != nil {
+		d = &detacher{seq: detach}
+	}
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			out, done := buf[:n], false
+			if d != nil {
+				out, done = d.feed(buf[:n])
+			}
+			if len(out) > 0 && !readOnly {
+				if _, err := es.Write(out); err != nil {
+					return
+				}
+			}
+			if done {
+				close(detached)
+				return
+			}
+		}
+		if err != nil {
+			if d == nil {
+				_ = es.CloseStdin()
+			}
+			return
+		}
+	}
+}
+
+// stateText is the STATE column: frozen is a running session whose box is frozen.
+func stateText(s session.Session) string {
+	if s.Frozen && s.Observed == session.Running {
+		return "frozen"
+	}
+	return string(s.Observed)
+}

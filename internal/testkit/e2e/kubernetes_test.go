@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paddockhq/paddock/internal/box/image/imagetest"
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+	"github.com/paddockhq/paddock/internal/testkit/k8stest"
+)
+
+// The e2e package runs the test cluster for its kubernetes tests; Main
+// stops it when the package's tests end.
+func TestMain(m *testing.M) {
+	if os.Getenv(rawAttachEnv) != "" { // this binary as a helper process (team_test.go)
+		os.Exit(rawAttach())
+	}
+	k8stest.Main(m)
+}
+
+// newKubeEnv is newEnv with the Runner's kubernetes backend on the test
+// cluster: the box image imported into the cluster's containerd (no
+// registry: image_pull_policy Never), a namespace of the test's own, and
+// unsafe_unenforced_network_policy, since the test cluster enforces no
+// NetworkPolicy (its pods reach nothing by their network alone).
+func newKubeEnv(t testing.TB) *env {
+	t.Helper()
+	c := k8stest.Start(t)
+	cli := imagetest.Docker(t)
+	imagetest.BoxImage(t, cli)
+	cli.Close()
+	c.ImportImage(t, imagetest.Tag)
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
+	cs := c.Clientset()
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	e := newEnv(t, "[kubernetes]", fmt.Sprintf("kubeconfig = %q", c.Kubeconfig), fmt.Sprintf("namespace = %q", ns),
+		fmt.Sprintf("image = %q", imagetest.Tag), `image_pull_policy = "Never"`, "unsafe_unenforced_network_policy = true")
+	e.kube, e.kubeNS = c, ns
+	return e
+}
+
+// TestSessionOnKubernetes: a session whose box is a pod, as a user drives
+// it: the real pinned Claude Code has a turn through the credential proxy
+// over the exec channel; the Runner is killed (-9) and restarted and
+// re-adopts the pod; the pod is deleted behind paddock's back and the
+// session becomes asleep with the reason, its token revoked, and wakes on
+// a new pod with its conversation resumed; sleep deletes the pod and keeps
+// the claims; rm leaves no labelled object in the cluster. Direct mode is
+// refused for this backend.
+func TestSessionOnKubernetes(t *testing.T) {
+	// Last of the clean-ups: the cluster goes when this test is done, not
+	// when the e2e run is (other packages wait for it meanwhile).
+	t.Cleanup(func() {
+		if err := k8stest.Release(); err != nil {
+			t.Error(err)
+		}
+	})
+	e := newKubeEnv(t)
+	const name = "kube-1"
+	id, token := e.chat(name, "kubernetes")
+	if token == "" || token == ownerToken {
+		t.Fatalf("the box holds %q, not a session token of its own", token)
+	}
+	e.waitTranscript(name, "hi from the fake server (turn 1)")
+	kinds := func() map[sandbox.ObjectKind]int {
+		m := map[sandbox.ObjectKind]int{}
+		for _, o := range e.objectsOf(id) {
+			m[o.Kind]++
+		}
+		return m
+	}
+	running := kinds()
+	if running[sandbox.KindProcess] != 1 || running[sandbox.KindVolume] == 0 || running[sandbox.KindBox] != 1 {
+		t.Fatalf("a running session has %v: want its pod, its claims and its record", running)
+	}
+
+	// The Runner dies and comes back: the pod is adopted, not replaced.
+	e.stop(syscall.SIGKILL)
+	e.start()
+	for deadline := time.Now().Add(30 * time.Second); e.inspect(name).Observed != session.Running; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not re-adopted: %+v", e.inspect(name))
+		}
+	}
+	if out := e.pd("exec", name, "--", "echo", "alive"); out != "alive\n" {
+		t.Fatalf("exec after the Runner's restart: %q", out)
+	}
+	if after := kinds(); after[sandbox.KindProcess] != 1 {
+		t.Fatalf("after the restart the session has %v", after)
+	}
+
+	// The pod is deleted from outside.
+	pods := e.kube.Clientset().CoreV1().Pods(e.kubeNS)
+	list, err := pods.List(context.Background(), metav1.ListOptions{LabelSelector: sandbox.LabelSession + "=" + id})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("the session's pod: %v %v", list, err)
+	}
+	if err := pods.Delete(context.Background(), list.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitAsleep(name)
+	if !strings.Contains(got.Reason, "paddock wake") {
+		t.Fatalf("reason %q", got.Reason)
+	}
+	e.decidedOnce(id)
+	if st := proxyStatus(t, e.dir, token); st != 401 {
+		t.Fatalf("the deleted pod's token got %d", st)
+	}
+	e.wakeAndGoOn(name)
+
+	e.pd("sleep", name)
+	e.waitAsleep(name)
+	asleep := kinds()
+	if asleep[sandbox.KindProcess] != 0 || asleep[sandbox.KindVolume] != running[sandbox.KindVolume] {
+		t.Fatalf("asleep, the session has %v (running it had %v): want the pod gone and the claims kept", asleep, running)
+	}
+	e.pd("wake", name)
+	e.waitScreen(name, "(turn 2)", 60*time.Second) // resumed on a new pod
+
+	e.pd("rm", "-f", name)
+	for deadline := time.Now().Add(60 * time.Second); len(e.objectsOf(id)) != 0; time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rm left %+v", e.objectsOf(id))
+		}
+	}
+	out, code := e.pdCode("run", "-d", "--name", "kube-direct", "--backend", "kubernetes", "--credential-mode", "direct")
+	if code == 0 || !strings.Contains(out, "proxy-mode sessions only") {
+		t.Fatalf("direct mode on kubernetes: exit %d: %s", code, out)
+	}
+}
+
+// bareKube is the bare backend start on the test cluster: a pod of the box
+// image running /bin/true (nothing of paddock), from create to Succeeded.
+func bareKube(b testing.TB, e *env) time.Duration {
+	return sandboxtest.BareKube(b, e.kube.Clientset(), e.kubeNS, imagetest.Tag)
+}
