@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 )
 
 // Record is what is known of a live token.

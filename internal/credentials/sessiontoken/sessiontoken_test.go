@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 )
 
 func TestIssueLookupRevoke(t *testing.T) {

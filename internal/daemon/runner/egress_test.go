@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/daemon/config"
 	"github.com/paddockhq/paddock/internal/daemon/people"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 	"github.com/paddockhq/paddock/internal/testkit/fakeapi"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"

@@ -14,9 +14,9 @@ import (
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/daemon/access"
 	"github.com/paddockhq/paddock/internal/daemon/api"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 	"github.com/paddockhq/paddock/internal/sessions/session"

@@ -9,10 +9,10 @@ import (
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/daemon/api"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/sessions/activity"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/base/version"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
@@ -34,7 +35,6 @@ import (
 	"github.com/paddockhq/paddock/internal/daemon/config"
 	"github.com/paddockhq/paddock/internal/daemon/metrics"
 	"github.com/paddockhq/paddock/internal/daemon/statedir"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/daemon/web"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy"
 	"github.com/paddockhq/paddock/internal/proxy/egress"

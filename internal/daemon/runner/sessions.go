@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 

@@ -7,7 +7,7 @@
 //	  paddock.lock      flock held by the one running `paddock serve`
 //	  paddock.sock      the Runner's HTTP API (0600)
 //	  proxy.sock        the credential proxy on the host (0600), unless configured otherwise
-//	  paddock.db        the embedded store (internal/daemon/store)
+//	  paddock.db        the embedded store (internal/base/store)
 //	  credential.json   the owner's credential when stored as a file (0600)
 //	  logs/<id>.jsonl   per-session proxy decision log (internal/sessions/decisionlog),
 //	                    with its rotated parts <id>.jsonl.<n> and <id>.carry.json

@@ -63,11 +63,11 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/watchdog"
-	"github.com/paddockhq/paddock/internal/box/chansession"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 	"github.com/paddockhq/paddock/internal/credentials/sessiontoken"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy/h1"
+	"github.com/paddockhq/paddock/internal/sessions/chansession"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 )
 

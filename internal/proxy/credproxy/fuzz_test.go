@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 	"github.com/paddockhq/paddock/internal/credentials/sessiontoken"
-	"github.com/paddockhq/paddock/internal/daemon/store"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
 

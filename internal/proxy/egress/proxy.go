@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/logkey"
-	"github.com/paddockhq/paddock/internal/box/chansession"
+	"github.com/paddockhq/paddock/internal/sessions/chansession"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 )
 

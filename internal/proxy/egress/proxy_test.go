@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/box/chansession"
+	"github.com/paddockhq/paddock/internal/sessions/chansession"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 )
 

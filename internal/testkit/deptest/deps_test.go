@@ -38,7 +38,7 @@ var credentialCode = []string{"internal/credentials/credential", "internal/crede
 var rules = []rule{
 	{
 		Who:       []string{"internal/box/guest", "cmd/paddock-guest"},
-		Forbidden: append(append([]string{"internal/daemon/runner", "internal/daemon/config", "internal/daemon/store"}, credentialCode...), testKits...),
+		Forbidden: append(append([]string{"internal/daemon/runner", "internal/daemon/config", "internal/base/store"}, credentialCode...), testKits...),
 		Why:       "the guest runs inside every box, where the agent can read its memory and binary: it holds no credential code and nothing of the Runner",
 	},
 	{
