@@ -37,14 +37,14 @@ var GitReadsStatic = []string{
 
 // gitData reports whether rel, a path under a git directory, is data the
 // box may change on the host: GitShared's directories (but objects/info)
-// and the synced files.
+// and the synced files. Not logs: the reflogs are the box's own.
 func gitData(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
 	if strings.HasPrefix(rel, "objects/info") {
 		return false
 	}
 	switch first {
-	case "objects", "refs", "logs", "lfs":
+	case "objects", "refs", "lfs":
 		return true
 	case "HEAD", "index", "packed-refs", "ORIG_HEAD", "FETCH_HEAD", "COMMIT_EDITMSG", "MERGE_HEAD", "MERGE_MSG",
 		"MERGE_MODE", "AUTO_MERGE", "CHERRY_PICK_HEAD", "REVERT_HEAD":

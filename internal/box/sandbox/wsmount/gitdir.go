@@ -31,10 +31,15 @@ import (
 // a directory of its own (the box's git directory, kept by the Runner
 // beside the mount's state, never inside the workspace) in which
 //
-//   - GitShared, the directories git keeps data in (objects, refs, logs,
-//     lfs), are the host's own, bound writable (through the idmap: what
-//     the box writes there is the owner's), except objects/info, which
-//     can name other object stores (alternates) and is the box's own;
+//   - GitShared, the directories git keeps data in (objects, refs, lfs),
+//     are the host's own, bound writable (through the idmap: what the box
+//     writes there is the owner's), except objects/info, which can name
+//     other object stores (alternates) and is the box's own;
+//   - GitPrivate, the reflogs (logs), start empty and are the box's own:
+//     the host's git appends to a reflog following symlinks, with ref
+//     names the box chooses in the line, so a reflog the box could plant
+//     a link in would let it write a line of its choosing into any file
+//     of the owner's (a shell's rc file);
 //   - GitSynced, the files at the top that git rewrites as it works
 //     (HEAD, index, packed-refs, ORIG_HEAD, ...), are the box's own
 //     copies, and the Runner carries each change across, both ways
@@ -52,7 +57,12 @@ import (
 
 // GitShared lists the directories of a git directory that git keeps data
 // in, bound writable from the host's.
-var GitShared = []string{"objects", "refs", "logs", "lfs"}
+var GitShared = []string{"objects", "refs", "lfs"}
+
+// GitPrivate lists the directories of a git directory that the box's git
+// writes and the host's must never read from the box: the box gets them
+// empty, of its own (see the list above).
+var GitPrivate = []string{"logs"}
 
 // GitSynced lists the files at the top of a git directory that git
 // rewrites as it works, each only data, carried between the box's copy
@@ -170,6 +180,8 @@ func mountGitDir(root int, o Options, own Owner) error {
 			continue
 		case kind != unix.S_IFREG && kind != unix.S_IFDIR:
 			continue // a socket or fifo: nothing the box needs
+		case slices.Contains(GitPrivate, name):
+			continue // the box's own, made below
 		}
 		fd, err := openBeneath(g, name)
 		if err != nil {
@@ -198,6 +210,15 @@ func mountGitDir(root int, o Options, own Owner) error {
 		}
 		if err != nil {
 			return fmt.Errorf("workspace: .git/%s: %w", name, err)
+		}
+	}
+	for _, name := range GitPrivate {
+		p := filepath.Join(boxRoot, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return fmt.Errorf("workspace: the box's .git/%s: %w", name, err)
+		}
+		if err := os.Lchown(p, o.BoxUID, o.BoxGID); err != nil {
+			return fmt.Errorf("workspace: the box's .git/%s: %w", name, err)
 		}
 	}
 	// The synced files: the host's, copied.
