@@ -61,8 +61,12 @@ const (
 	HomeDir      = "/home/paddock"
 	WorkspaceDir = "/workspace"
 	GuestSocket  = "/run/paddock/guest.sock"
-	BoxUser      = "paddock"
-	BoxUID       = 1000
+	// OriginDir is where a box made with CreateOptions.Clone sees its
+	// host repository's git directory, read-only: what its own clone at
+	// WorkspaceDir borrows the history from.
+	OriginDir = "/run/paddock/origin"
+	BoxUser   = "paddock"
+	BoxUID    = 1000
 )
 
 // State is what a backend observes of a box.
@@ -119,6 +123,14 @@ type CreateOptions struct {
 	// owner's when the session was made. Create refuses a directory of
 	// anyone else's, and every later mount of the box checks it again.
 	WorkspaceUID int
+	// Clone gives the box, instead of Workspace at WorkspaceDir, only
+	// Workspace's git directory, read-only at OriginDir (idmapped to the
+	// box's user, as a workspace is), and a WorkspaceDir of its own on the
+	// session volume, where the Runner makes the session's clone. Nothing
+	// of the host repository is writable from the box. Workspace must be a
+	// repository's main worktree (its .git a directory). A backend that
+	// cannot bind host directories refuses it.
+	Clone bool
 }
 
 // StopOptions control Stop.

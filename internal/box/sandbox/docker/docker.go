@@ -179,9 +179,14 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 		{Type: mount.TypeVolume, Source: homeVolume(o.Session), Target: sandbox.HomeDir},
 		{Type: mount.TypeBind, Source: filepath.Join(b.cfg.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
 	}
-	if o.Workspace == "" {
+	if o.Clone && o.Workspace == "" {
+		return Spec{}, fmt.Errorf("a clone needs the repository it clones (a workspace): %w", pdkerr.ErrInvalid)
+	}
+	if o.Workspace == "" || o.Clone {
+		// The session's own /workspace; a clone box's clone is made there.
 		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: wsVolume(o.Session), Target: sandbox.WorkspaceDir})
-	} else {
+	}
+	if o.Workspace != "" {
 		real, err := checkWorkspace(o.Workspace)
 		if err != nil {
 			return Spec{}, err
@@ -190,14 +195,23 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 			return Spec{}, wsmount.ErrNotRoot
 		}
 		labels[labelWorkspace] = real
-		if o.UnsafeHostCode {
-			labels[labelUnsafeHostCode] = "1"
+		if o.Clone {
+			// Docker binds paddock's read-only view of the repository's
+			// git directory, which Start makes from a descriptor
+			// (wsmount.MountOrigin: idmapped to the box user); the box
+			// writes nothing of the host's.
+			labels[labelClone] = "1"
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.wsMount(o.Session), Target: sandbox.OriginDir, ReadOnly: true})
+		} else {
+			if o.UnsafeHostCode {
+				labels[labelUnsafeHostCode] = "1"
+			}
+			// Docker binds paddock's own view of the workspace, which
+			// Start makes from a descriptor (wsmount: idmapped to the box
+			// user, the host's code read-only on top). Recursive, so that
+			// those read-only mounts on top come along.
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.wsMount(o.Session), Target: sandbox.WorkspaceDir})
 		}
-		// Docker binds paddock's own view of the workspace, which Start
-		// makes from a descriptor (wsmount: idmapped to the box user, the
-		// host's code read-only on top). Recursive, so that those
-		// read-only mounts on top come along.
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.wsMount(o.Session), Target: sandbox.WorkspaceDir})
 	}
 	no := false
 	return Spec{
@@ -241,7 +255,7 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 
 // labelWorkspace is, on a box whose host workspace Docker binds through
 // paddock's own mount, the workspace's path as resolved when the box was
-// made.
+// made (for a clone box, labelClone, the repository's).
 const labelWorkspace = "paddock.workspace"
 
 // labelWorkspaceUID is the uid the host workspace belonged to when the
@@ -251,6 +265,12 @@ const labelWorkspaceUID = "paddock.workspace-uid"
 // labelUnsafeHostCode marks a box whose workspace keeps the host's code
 // paths writable (wsmount.HostCode), as its owner asked.
 const labelUnsafeHostCode = "paddock.unsafe-host-code"
+
+// labelClone marks a box made with sandbox.CreateOptions.Clone: its bind
+// of the session's wsMount is at sandbox.OriginDir, and Start makes there
+// the read-only view of labelWorkspace's git directory
+// (wsmount.MountOrigin) rather than the workspace's (wsmount.Mount).
+const labelClone = "paddock.clone"
 
 // ownMounts: a root Runner binds each host workspace onto a directory of
 // its own (wsMount) from a descriptor, and Docker binds that directory,
@@ -270,14 +290,23 @@ func (b *Backend) wsState(session string) string {
 }
 
 // mountWorkspace makes the box's view of the workspace real at the
-// session's wsMount (see wsmount): the box's user is sandbox.BoxUID on the
-// host too, since Docker maps no user namespace.
-func (b *Backend) mountWorkspace(session, real string, unsafeHostCode bool, ownerUID int) error {
+// session's wsMount (see wsmount), as the box's labels say: the workspace
+// (labelWorkspace) with its host code read-only unless labelUnsafeHostCode,
+// or for a clone box (labelClone) only its git directory, read-only. The
+// box's user is sandbox.BoxUID on the host too, since Docker maps no user
+// namespace.
+func (b *Backend) mountWorkspace(session string, labels map[string]string) error {
 	if err := sandbox.ValidSession(session); err != nil {
 		return err
 	}
-	_, err := wsmount.Mount(wsmount.Options{Source: real, Target: b.wsMount(session), State: b.wsState(session),
-		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: unsafeHostCode, OwnerUID: ownerUID, Session: session})
+	mountView := wsmount.Mount
+	if labels[labelClone] == "1" {
+		mountView = wsmount.MountOrigin
+	}
+	// A box made before the owner was kept has no label: 0, unchecked.
+	ownerUID, _ := strconv.Atoi(labels[labelWorkspaceUID])
+	_, err := mountView(wsmount.Options{Source: labels[labelWorkspace], Target: b.wsMount(session), State: b.wsState(session),
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: labels[labelUnsafeHostCode] == "1", OwnerUID: ownerUID, Session: session})
 	return err
 }
 
@@ -372,6 +401,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 			return sandbox.Box{}, err
 		}
 		spec.Config.Labels[labelWorkspaceUID] = strconv.Itoa(own.UID)
+		if o.Clone {
+			if err := wsmount.CheckOrigin(real); err != nil {
+				return sandbox.Box{}, err
+			}
+		}
 	}
 	// Before anything is made: a missing image is the usual first
 	// stumble, an image of an older paddock the next.
@@ -392,7 +426,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	vols := []string{homeVolume(o.Session)}
-	if o.Workspace == "" {
+	if o.Workspace == "" || o.Clone {
 		vols = append(vols, wsVolume(o.Session))
 	}
 	// The volumes are made concurrently: each is a daemon round trip.
@@ -505,7 +539,9 @@ func (b *Backend) buildCommand(ref string) string {
 // Otherwise the path must still lead, symlink-free, to a directory; Docker
 // resolves it again after that check, which a box swapping a symlink in
 // and out can race (SECURITY.md, known limits). Either way a symlink on the
-// path refuses the start.
+// path refuses the start. A clone box (labelClone) binds the same mount
+// point at sandbox.OriginDir, read-only, and gets there only its
+// repository's git directory.
 func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
@@ -515,23 +551,32 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if ins.Config == nil {
 		return sandbox.Box{}, fmt.Errorf("container %s has no config: %w", id, pdkerr.ErrNotFound)
 	}
-	session := ins.Config.Labels[sandbox.LabelSession]
+	labels := ins.Config.Labels
+	session := labels[sandbox.LabelSession]
+	clone := labels[labelClone] == "1"
+	hostAt := sandbox.WorkspaceDir // where the host's directory is bound
+	if clone {
+		hostAt = sandbox.OriginDir
+	}
 	mounted := "" // the session whose workspace this start mounted
 	for _, m := range ins.Mounts {
-		if m.Destination != sandbox.WorkspaceDir || m.Type != mount.TypeBind {
+		if m.Destination != hostAt || m.Type != mount.TypeBind {
 			continue
 		}
-		real := ins.Config.Labels[labelWorkspace]
+		real := labels[labelWorkspace]
 		switch {
 		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
 			if ins.State == nil || !ins.State.Running {
-				// A box made before the owner was kept has no label: 0, unchecked.
-				ownerUID, _ := strconv.Atoi(ins.Config.Labels[labelWorkspaceUID])
-				if err := b.mountWorkspace(session, real, ins.Config.Labels[labelUnsafeHostCode] == "1", ownerUID); err != nil {
+				if err := b.mountWorkspace(session, labels); err != nil {
 					return sandbox.Box{}, err
 				}
 				mounted = session
 			}
+		case clone:
+			// Only a root Runner makes a clone box, always with its own
+			// view: anything else bound there is not paddock's doing.
+			return sandbox.Box{}, fmt.Errorf("box %s binds %s at %s, not paddock's view of its repository: remove the session and make it again: %w",
+				id, m.Source, m.Destination, pdkerr.ErrConflict)
 		case real != "":
 			// Made by a Runner that could not mount (not root): Docker
 			// binds the resolved path, which must still be symlink-free.

@@ -25,8 +25,12 @@ import (
 func TestSpecHardened(t *testing.T) {
 	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", Runtime: "runsc", TmpSize: 1 << 30, Owner: "o1"}}
 	ws := t.TempDir()
-	for _, workspace := range []string{"", ws} {
-		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
+	for _, tc := range []struct {
+		workspace string
+		clone     bool
+	}{{"", false}, {ws, false}, {ws, true}} {
+		workspace, cl := tc.workspace, tc.clone
+		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Clone: cl, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
 		if workspace != "" && os.Geteuid() != 0 {
 			// Only a root Runner can make the workspace's idmapped view.
 			if !errdefs.Is(err, errdefs.ErrForbidden) {
@@ -51,7 +55,7 @@ func TestSpecHardened(t *testing.T) {
 			len(h.Devices) != 0 || c.Labels[sandbox.LabelManaged] != "1" || c.Labels[sandbox.LabelSession] != "s1" || c.Labels[sandbox.LabelOwner] != "o1" {
 			t.Fatalf("spec not hardened: %+v\n%+v", h, c)
 		}
-		var home bool
+		var home, origin bool
 		for _, m := range h.Mounts {
 			if strings.Contains(m.Source, "docker.sock") || strings.Contains(m.Source, "containerd") {
 				t.Fatalf("daemon socket mounted: %+v", m)
@@ -66,14 +70,23 @@ func TestSpecHardened(t *testing.T) {
 			case sandbox.WorkspaceDir:
 				// Docker binds paddock's own mount point of the workspace,
 				// recursively (the read-only host code on top must come
-				// along); the workspace itself is in a label.
+				// along); the workspace itself is in a label. A clone box's
+				// /workspace is its session's volume, as with no workspace.
 				src := filepath.Join(b.cfg.Dir, "workspaces", "s1")
-				if workspace == "" && m.Type != mount.TypeVolume || workspace != "" && (m.Type != mount.TypeBind || m.Source != src || m.BindOptions != nil && m.BindOptions.NonRecursive) {
+				own := workspace == "" || cl
+				if own && (m.Type != mount.TypeVolume || m.Source != wsVolume("s1")) || !own && (m.Type != mount.TypeBind || m.Source != src || m.ReadOnly || m.BindOptions != nil && m.BindOptions.NonRecursive) {
 					t.Fatalf("workspace mount %+v", m)
 				}
 				if workspace != "" && c.Labels[labelWorkspace] != ws {
 					t.Fatalf("workspace label %q", c.Labels[labelWorkspace])
 				}
+			case sandbox.OriginDir:
+				// Only a clone box: paddock's mount point, where Start puts
+				// the repository's git directory, bound read-only.
+				if !cl || m.Type != mount.TypeBind || m.Source != filepath.Join(b.cfg.Dir, "workspaces", "s1") || !m.ReadOnly {
+					t.Fatalf("origin mount %+v (clone %v)", m, cl)
+				}
+				origin = true
 			default:
 				t.Fatalf("unexpected mount %+v", m)
 			}
@@ -81,6 +94,15 @@ func TestSpecHardened(t *testing.T) {
 		if !home {
 			t.Fatal("home is not a named volume")
 		}
+		if origin != cl || (c.Labels[labelClone] == "1") != cl {
+			t.Fatalf("clone %v: origin bound %v, label %q", cl, origin, c.Labels[labelClone])
+		}
+		if cl && c.Labels[labelUnsafeHostCode] != "" {
+			t.Fatalf("a clone box labelled %s", labelUnsafeHostCode)
+		}
+	}
+	if _, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Clone: true}, "img"); !errdefs.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("a clone of no repository: %v", err)
 	}
 	toRun := filepath.Join(t.TempDir(), "innocent")
 	if err := os.Symlink("/run", toRun); err != nil {
@@ -364,5 +386,41 @@ func TestTwoChannels(t *testing.T) {
 	}
 	if _, err := b.Connect(context.Background(), box.ID); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("connect to a stopped box: %v", err)
+	}
+}
+
+// TestCloneOfNoRepository: a clone of a directory that is not a
+// repository's main worktree (no .git, or a .git that is a file) is
+// refused at Create, with what to do, before any volume is made.
+func TestCloneOfNoRepository(t *testing.T) {
+	testenv.Root(t)
+	cli := imagetest.Docker(t)
+	img := imagetest.BoxImage(t, cli)
+	cli.Close()
+	be, err := New(context.Background(), Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(t), "docker"), Owner: testenv.UniqueOwner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	none := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
+	worktree := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
+	if err := os.WriteFile(filepath.Join(worktree, ".git"), []byte("gitdir: /elsewhere/.git/worktrees/w\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{none: "run git init there", worktree: "main worktree"} {
+		_, err := be.Create(context.Background(), sandbox.CreateOptions{Session: "norepo", Workspace: dir, Clone: true})
+		if !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a clone of %s: %v, want an invalid argument saying %q", dir, err, want)
+		}
+	}
+	objs, err := be.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 0 {
+		t.Fatalf("left behind: %+v", objs)
+	}
+	if _, err := os.Stat(filepath.Join(be.cfg.Dir, "workspaces", "norepo")); !os.IsNotExist(err) {
+		t.Fatalf("a mount point was made: %v", err)
 	}
 }

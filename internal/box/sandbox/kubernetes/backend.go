@@ -139,6 +139,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
 	}
+	if o.Clone {
+		// Before refuseWorkspace: a clone always names a workspace, and the
+		// answer to a clone is another backend, not leaving out the repository.
+		return sandbox.Box{}, fmt.Errorf("the kubernetes backend cannot lend a host repository to a pod yet; use --backend local or docker for --clone: %w", errdefs.ErrUnavailable)
+	}
 	if err := refuseWorkspace(o); err != nil {
 		return sandbox.Box{}, err
 	}

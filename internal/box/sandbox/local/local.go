@@ -150,6 +150,9 @@ type record struct {
 	WorkspaceReal string `json:"workspace_real,omitempty"`
 	// UnsafeHostCode: the host's code paths in the workspace stay writable.
 	UnsafeHostCode bool `json:"unsafe_host_code,omitempty"`
+	// Clone: the box gets Workspace's git directory read-only at
+	// sandbox.OriginDir and its own /workspace (sandbox.CreateOptions.Clone).
+	Clone bool `json:"clone,omitempty"`
 	// WorkspaceUID is the workspace's owner when the box was made; every
 	// mount refuses the directory if it belongs to anyone else by then
 	// (0 in records from before it was kept: taken at the next mount).
@@ -228,6 +231,9 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	}
 	var wsReal string
 	var wsOwner wsmount.Owner
+	if o.Clone && o.Workspace == "" {
+		return sandbox.Box{}, fmt.Errorf("a clone needs the repository it clones (a workspace): %w", errdefs.ErrInvalid)
+	}
 	if o.Workspace != "" {
 		// Refused here, before anything is made: not a directory, a
 		// symlink, root's, or a filesystem without idmapped mounts.
@@ -237,6 +243,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 		if err := wsmount.SameOwner(o.Workspace, wsOwner, o.WorkspaceUID); err != nil {
 			return sandbox.Box{}, err
+		}
+		if o.Clone {
+			if err := wsmount.CheckOrigin(wsReal); err != nil {
+				return sandbox.Box{}, err
+			}
 		}
 	}
 	b.mu.Lock()
@@ -275,7 +286,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, WorkspaceUID: wsOwner.UID, UnsafeHostCode: o.UnsafeHostCode, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
+		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, WorkspaceUID: wsOwner.UID, UnsafeHostCode: o.UnsafeHostCode, Clone: o.Clone, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -444,7 +455,10 @@ func (b *Backend) args(r *record) []string {
 	dir := b.boxDir(r.ID)
 	vol := b.volDir(r.Session)
 	wsBind := []string{"--bind", filepath.Join(vol, "workspace"), sandbox.WorkspaceDir}
-	if r.Workspace != "" {
+	switch {
+	case r.Clone: // the repository's git directory, read-only, for the box's own clone
+		wsBind = append(wsBind, "--ro-bind-fd", strconv.Itoa(workspaceFD), sandbox.OriginDir)
+	case r.Workspace != "":
 		wsBind = []string{"--bind-fd", strconv.Itoa(workspaceFD), sandbox.WorkspaceDir} // see Start
 	}
 	a := []string{
@@ -642,7 +656,9 @@ func (b *Backend) wsMountPoint(id string) string { return filepath.Join(b.boxDir
 func (b *Backend) wsState(id string) string      { return filepath.Join(b.boxDir(id), "workspace.json") }
 
 // mountWorkspace makes the box's view of its host workspace (wsmount:
-// idmapped to the box's uid, host code read-only) and opens it for bwrap.
+// idmapped to the box's uid, host code read-only), or for a clone box the
+// read-only view of the repository's git directory (wsmount.MountOrigin),
+// and opens it for bwrap.
 // The path is the one resolved when the box was made, walked without
 // following any symlink; a box made before that resolution was recorded
 // gets it now, once.
@@ -658,7 +674,11 @@ func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
 		}
 	}
 	mp := b.wsMountPoint(r.ID)
-	own, err := wsmount.Mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
+	mount := wsmount.Mount
+	if r.Clone {
+		mount = wsmount.MountOrigin
+	}
+	own, err := mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
 		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID, Session: r.Session})
 	if err != nil {
 		return nil, err

@@ -131,6 +131,7 @@ func Run(t *testing.T, s Setup) {
 	t.Run("WorkspaceHostCode", func(t *testing.T) { workspaceHostCode(t, s) })
 	t.Run("WorkspaceGitAllowList", func(t *testing.T) { workspaceGitAllowList(t, s) })
 	t.Run("WorkspaceRefused", func(t *testing.T) { workspaceRefused(t, s) })
+	t.Run("CloneOrigin", func(t *testing.T) { cloneOrigin(t, s) })
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })
 	t.Run("ReadoptAfterRestart", func(t *testing.T) { readopt(t, s) })
 	t.Run("GuestSocketSymlink", func(t *testing.T) { guestSocketSymlink(t, s) })

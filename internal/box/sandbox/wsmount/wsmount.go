@@ -188,28 +188,39 @@ func ownerOf(fd int, path string) (Owner, error) {
 	return Owner{UID: int(st.Uid), GID: int(st.Gid)}, nil
 }
 
+// openSource is how Mount and MountOrigin begin: as root only, with what
+// an earlier mount left at o.Target taken off, the workspace opened
+// following no symlink and found to be still its owner's. The caller
+// closes fd.
+func openSource(o Options) (fd int, own Owner, err error) {
+	if os.Geteuid() != 0 {
+		return -1, Owner{}, ErrNotRoot
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		return -1, Owner{}, err
+	}
+	if fd, err = sandbox.OpenWorkspace(o.Source); err != nil {
+		return -1, Owner{}, err
+	}
+	if own, err = ownerOf(fd, o.Source); err == nil {
+		err = SameOwner(o.Source, own, o.OwnerUID)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, own, err
+	}
+	return fd, own, nil
+}
+
 // Mount makes the workspace view at o.Target (see the package comment).
 // Anything an earlier Mount left at o.Target is taken off first. On error
 // nothing stays mounted.
 func Mount(o Options) (Owner, error) {
-	if os.Geteuid() != 0 {
-		return Owner{}, ErrNotRoot
-	}
-	if err := Unmount(o.Target, o.State); err != nil {
-		return Owner{}, err
-	}
-	fd, err := sandbox.OpenWorkspace(o.Source)
+	fd, own, err := openSource(o)
 	if err != nil {
-		return Owner{}, err
+		return own, err
 	}
 	defer unix.Close(fd)
-	own, err := ownerOf(fd, o.Source)
-	if err != nil {
-		return own, err
-	}
-	if err := SameOwner(o.Source, own, o.OwnerUID); err != nil {
-		return own, err
-	}
 	st := state{Source: o.Source}
 	if !o.UnsafeHostCode {
 		if err := withShared(o.Source, func(sh *shared) error {
@@ -259,6 +270,156 @@ func Mount(o Options) (Owner, error) {
 		return own, fmt.Errorf("workspace mount of %s shows uid %d, not the box's %d: %v", o.Source, fi.Uid, o.BoxUID, err)
 	}
 	return own, nil
+}
+
+// MountOrigin makes at o.Target a read-only view of the git directory of
+// the repository at o.Source (its .git, which must be a directory: a
+// linked worktree's or a submodule's .git file is refused), idmapped as
+// Mount's is, so the box's user reads it as its own. It is what a box's
+// clone borrows its objects from (sandbox.CreateOptions.Clone): nothing in
+// it is writable from the box, so no placeholder, protection or git
+// directory of the box's own is needed. o.UnsafeHostCode is ignored.
+// Unmount takes it off. On error nothing stays mounted.
+func MountOrigin(o Options) (Owner, error) {
+	fd, own, err := openSource(o)
+	if err != nil {
+		return own, err
+	}
+	defer unix.Close(fd)
+	git, err := OpenGitDir(fd, o.Source)
+	if err != nil {
+		return own, err
+	}
+	defer unix.Close(git)
+	ns, err := userns(own, o.BoxUID, o.BoxGID)
+	if err != nil {
+		return own, err
+	}
+	defer unix.Close(ns)
+	tree, err := idmapped(git, ns, o.Source)
+	if err != nil {
+		return own, err
+	}
+	defer unix.Close(tree)
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ro); err != nil {
+		return own, fmt.Errorf("repository %s: make its view read-only: %w", o.Source, err)
+	}
+	if err := os.MkdirAll(o.Target, 0o700); err != nil {
+		return own, fmt.Errorf("repository mount point: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, o.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return own, fmt.Errorf("attach the repository's view at %s: %w", o.Target, err)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(o.Target, &fi); err != nil || int(fi.Uid) != o.BoxUID {
+		_ = Unmount(o.Target, o.State)
+		return own, fmt.Errorf("repository view of %s shows uid %d, not the box's %d (is %s/.git someone else's, made with sudo git? chown -R %d: %s/.git): %v",
+			o.Source, fi.Uid, o.BoxUID, o.Source, own.UID, o.Source, err)
+	}
+	if err := blankConfig(o.Target, o.State, o.BoxUID, o.BoxGID); err != nil {
+		_ = Unmount(o.Target, o.State)
+		return own, err
+	}
+	return own, nil
+}
+
+// originConfig is the config a box reads in its view of a repository,
+// in place of the repository's own, which may hold credentials (a token
+// in a remote's URL, an http.extraHeader) and names nothing a clone
+// needs: the clone borrows objects, which git finds without any config.
+const originConfig = "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+
+// blankConfig binds a file of originConfig, read-only, over the config
+// of the repository's view at target; the file lives beside state (the
+// Runner's, out of every box's reach), owned by the box's user as the
+// rest of the view shows. Unmount takes it off with the view.
+func blankConfig(target, state string, uid, gid int) error {
+	f := state + ".origin-config"
+	if err := os.WriteFile(f, []byte(originConfig), 0o644); err != nil {
+		return fmt.Errorf("the repository view's config: %w", err)
+	}
+	if err := os.Lchown(f, uid, gid); err != nil {
+		return fmt.Errorf("the repository view's config: %w", err)
+	}
+	src, err := unix.OpenTree(unix.AT_FDCWD, f, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("the repository view's config: %w", err)
+	}
+	defer unix.Close(src)
+	if err := unix.MountSetattr(src, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		return fmt.Errorf("the repository view's config: %w", err)
+	}
+	dst, err := openBeneathPath(target, "config")
+	if err != nil {
+		return nil // a repository with no config: nothing to hide
+	}
+	defer unix.Close(dst)
+	if err := unix.MoveMount(src, "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("hide the repository's config from the box: %w", err)
+	}
+	return nil
+}
+
+// openBeneathPath is openBeneath from a directory's path.
+func openBeneathPath(dir, rel string) (int, error) {
+	d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(d)
+	return openBeneath(d, rel)
+}
+
+// CheckOrigin refuses, before anything is made, a repository that
+// MountOrigin would: no .git directory (a linked worktree's or a
+// submodule's .git file, a symlink), or one whose objects are kept in
+// another repository too (objects/info/alternates names host paths the
+// box cannot see, so its clone would miss objects).
+func CheckOrigin(path string) error {
+	fd, err := sandbox.OpenWorkspace(path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	git, err := OpenGitDir(fd, path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(git)
+	alt, err := unix.Openat2(git, "objects/info/alternates", &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil // none: the usual case
+	}
+	defer unix.Close(alt)
+	var st unix.Stat_t
+	if unix.Fstat(alt, &st) == nil && st.Size == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s keeps some of its objects in another repository (.git/objects/info/alternates), which a box cannot see; "+
+		"make it self-contained first (git -C %s repack -a -d, then remove that file), or leave out --clone: %w", path, path, errdefs.ErrInvalid)
+}
+
+// OpenGitDir opens the git directory of the repository whose worktree is
+// the directory ws (named path in errors), following no symlink: an
+// O_PATH descriptor of <ws>/.git, which must be a directory.
+func OpenGitDir(ws int, path string) (int, error) {
+	git, err := openBeneath(ws, ".git")
+	if errors.Is(err, unix.ENOENT) {
+		return -1, fmt.Errorf("%s is not a git repository (no .git in it): a clone session needs one; run git init there, or leave out --clone: %w", path, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("%s/.git: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(git, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(git)
+		return -1, fmt.Errorf("%s/.git is not a directory (a linked worktree's or a submodule's pointer, or a symlink): a clone session needs the repository's main worktree; give its path: %w", path, errdefs.ErrInvalid)
+	}
+	return git, nil
 }
 
 // userns returns a descriptor of a new user namespace whose one mapping
@@ -493,6 +654,7 @@ func Unmount(target, stateFile string) error {
 			break
 		}
 	}
+	_ = os.Remove(stateFile + ".origin-config") // MountOrigin's (blankConfig)
 	// The box's git directory: its files carried to the host a last
 	// time, then removed.
 	if err := finishGit(gitDirOf(stateFile)); err != nil {

@@ -344,3 +344,126 @@ func TestMountRefusesAWorkspaceThatChangedHands(t *testing.T) {
 		t.Fatal("mounted after the refusal")
 	}
 }
+
+// ownerGit runs git in dir as the workspace's owner.
+func ownerGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=o", "GIT_AUTHOR_EMAIL=o@o", "GIT_COMMITTER_NAME=o", "GIT_COMMITTER_EMAIL=o@o"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestMountOrigin: the view of a repository's git directory that a clone
+// box borrows its history from shows the box's uid, holds the
+// repository's objects, is read-only even for root, and goes with
+// Unmount; a workspace whose .git is not a directory is refused.
+func TestMountOrigin(t *testing.T) {
+	testenv.Root(t)
+	testenv.LookPath(t, "git")
+	ws := newWorkspace(t, false)
+	ownerGit(t, ws, "init", "-q", "-b", "main")
+	ownerGit(t, ws, "add", "src")
+	ownerGit(t, ws, "commit", "-qm", "first")
+	head := ownerGit(t, ws, "rev-parse", "HEAD")
+	// A credential in the repository's config, as a token in a remote's URL.
+	ownerGit(t, ws, "remote", "add", "origin", "https://x-access-token:ghs_SECRET@example.com/r.git")
+	dir := testenv.TraversableTempDir(t)
+	o := Options{Source: ws, Target: filepath.Join(dir, "origin"), State: filepath.Join(dir, "origin.json"), BoxUID: boxUID, BoxGID: boxUID, OwnerUID: ownerUID}
+	own, err := MountOrigin(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmount(o.Target, o.State)
+	if own != (Owner{ownerUID, ownerUID}) {
+		t.Fatalf("owner %+v", own)
+	}
+	if u, g := owner(t, o.Target); u != boxUID || g != boxUID {
+		t.Fatalf("the view shows %d:%d, not the box's %d", u, g, boxUID)
+	}
+	if u, _ := owner(t, filepath.Join(o.Target, "HEAD")); u != boxUID {
+		t.Fatalf("the view's HEAD shows uid %d, not the box's %d", u, boxUID)
+	}
+	// Not the repository's config: the box reads a blank one.
+	if b, err := os.ReadFile(filepath.Join(o.Target, "config")); err != nil || strings.Contains(string(b), "SECRET") || string(b) != originConfig {
+		t.Fatalf("the view's config: %q %v", b, err)
+	}
+	// The git directory, not the worktree.
+	if _, err := os.Lstat(filepath.Join(o.Target, "src")); err == nil {
+		t.Fatal("the worktree is in the view")
+	}
+	// The box's git reads the history as its own (no safe.directory).
+	out, code := asBox(t, `HOME=/nonexistent git --git-dir=`+o.Target+` log --format=%H:%s`)
+	if code != 0 || strings.TrimSpace(out) != head+":first" {
+		t.Fatalf("git log in the view: %d %q", code, out)
+	}
+	// Read-only, for root too: no file made, changed, removed or renamed.
+	for name, write := range map[string]func() error{
+		"create": func() error { return os.WriteFile(filepath.Join(o.Target, "new"), nil, 0o644) },
+		"append": func() error {
+			f, err := os.OpenFile(filepath.Join(o.Target, "config"), os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		},
+		"mkdir":  func() error { return os.Mkdir(filepath.Join(o.Target, "objects", "zz"), 0o755) },
+		"remove": func() error { return os.Remove(filepath.Join(o.Target, "HEAD")) },
+		"rename": func() error {
+			return os.Rename(filepath.Join(o.Target, "config"), filepath.Join(o.Target, "config.old"))
+		},
+		"chmod": func() error { return os.Chmod(filepath.Join(o.Target, "hooks"), 0o777) },
+	} {
+		if err := write(); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("%s in the view as root: %v, want EROFS", name, err)
+		}
+	}
+	if out, code := asBox(t, `echo x >> `+o.Target+`/config || touch `+o.Target+`/objects/info/alternates`); code == 0 {
+		t.Errorf("the box wrote the view: %q", out)
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(t, o.Target) {
+		t.Fatal("still mounted after Unmount")
+	}
+	if out := ownerGit(t, ws, "status", "--porcelain", "--untracked-files=no"); out != "" {
+		t.Fatalf("the repository changed: %q", out)
+	}
+
+	// A .git that is not a directory: a worktree's pointer, a symlink to
+	// the real one, none at all.
+	for name, plant := range map[string]func(ws string) error{
+		"gitdir file": func(ws string) error {
+			return os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /elsewhere/.git/worktrees/w\n"), 0o644)
+		},
+		"symlink": func(ws string) error {
+			if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(ws, "real.git")); err != nil {
+				return err
+			}
+			return os.Symlink("real.git", filepath.Join(ws, ".git"))
+		},
+		"missing": func(ws string) error { return os.RemoveAll(filepath.Join(ws, ".git")) },
+	} {
+		bad := newWorkspace(t, true)
+		if name == "gitdir file" {
+			os.RemoveAll(filepath.Join(bad, ".git"))
+		}
+		if err := plant(bad); err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Source: bad, Target: filepath.Join(dir, "bad"), State: filepath.Join(dir, "bad.json"), BoxUID: boxUID, BoxGID: boxUID}
+		if _, err := MountOrigin(o); !errdefs.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+		if mounted(t, o.Target) {
+			t.Fatalf("%s: mounted anyway", name)
+		}
+	}
+}
