@@ -113,6 +113,7 @@ var opWords = map[session.Op]string{
 	session.OpSleep: "sleeping it", session.OpWake: "waking it", session.OpSet: "changing its settings",
 	session.OpExec: "running commands in it", session.OpRemove: "removing it", session.OpShare: "sharing it",
 	session.OpExport: "exporting it (its conversation comes along)",
+	session.OpDiff:   "seeing its change", session.OpFetch: "fetching its branch into the host repository",
 }
 
 // find resolves ref among the sessions p may see, and only those: a

@@ -149,6 +149,7 @@ func Handler(b Backend) http.Handler {
 	usageRoute(mux, b)
 	ledgerRoute(mux, b)
 	portableRoutes(mux, b)
+	cloneRoutes(mux, b)
 	webRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -42,7 +42,14 @@ type CreateRequest struct {
 	Workspace string `json:"workspace,omitempty"`
 	// UnsafeHostCode leaves the workspace's host code (.git/hooks,
 	// .git/config, .vscode, … docs/SECURITY.md) writable in the box.
-	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
+	UnsafeHostCode bool `json:"unsafe_host_code,omitempty"`
+	// Clone makes the session work in a clone of Workspace's repository
+	// in its box, on Branch (paddock/<name> if empty), from From (HEAD if
+	// empty) in the host repository; the host repository is never written
+	// by the box (session.Clone).
+	Clone          bool   `json:"clone,omitempty"`
+	Branch         string `json:"branch,omitempty"`
+	From           string `json:"from,omitempty"`
 	Model          string `json:"model,omitempty"`
 	Effort         string `json:"effort,omitempty"`
 	CredentialMode string `json:"credential_mode,omitempty"`

@@ -116,6 +116,9 @@ const (
 	// (paddock session export, import); Detail says what moved.
 	ActionExport = "export"
 	ActionImport = "import"
+	// A clone session's branch brought into its host repository
+	// (paddock fetch); Detail says which ref and commit.
+	ActionFetch = "fetch"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

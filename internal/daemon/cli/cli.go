@@ -145,6 +145,8 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		shareCmd(g, o),
 		unshareCmd(g, o),
 		auditCmd(g, o),
+		diffCmd(g, o),
+		fetchCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)

@@ -57,6 +57,11 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 	if err := p.checkBackend(be.Capabilities(ctx)); err != nil {
 		return session.Session{}, err
 	}
+	if p.clone != nil { // the base, as the repository has it now (clone.go)
+		if p.clone.Base, err = resolveBase(ctx, p.workspace, p.clone.From); err != nil {
+			return session.Session{}, err
+		}
+	}
 	return r.create(ctx, p, be)
 }
 
@@ -76,7 +81,7 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 	now := time.Now().UTC()
 	s := session.Session{ID: id, Name: p.name, Backend: be.Name(), Desired: session.Running, Observed: session.Created,
 		CredentialMode: p.mode, CredentialKind: string(p.cred.Kind), Egress: p.egress, EgressAllow: p.allow, EgressDeny: p.deny, EgressPolicies: p.policies, EgressAsk: p.ask, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode,
-		Model: p.model, Effort: p.effort, ClaudeSessionID: uuid, Created: now, Limits: p.limits, Owner: p.owner}
+		Clone: p.clone, Model: p.model, Effort: p.effort, ClaudeSessionID: uuid, Created: now, Limits: p.limits, Owner: p.owner}
 	s.Restart = p.restart
 	unlock := r.sessionLock(id)
 	defer unlock()
@@ -98,7 +103,8 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		r.fail(&s, "keep the session's setup for its first start: "+err.Error())
 		return s, err
 	}
-	co := sandbox.CreateOptions{Session: id, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode, Limits: r.limits()}
+	co := sandbox.CreateOptions{Session: id, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode,
+		Clone: p.clone != nil, Limits: r.limits()}
 	if v := p.claudeVersion; v != "" && v != claudecode.PinnedVersion {
 		if co, err = r.withClaudeVersion(ctx, co, be.Name(), v); err != nil {
 			r.fail(&s, err.Error())

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -99,11 +100,14 @@ type createPlan struct {
 	workspace             string // absolute; "" for none
 	workspaceUID          int    // the workspace's owner now, kept for every later mount
 	unsafeHostCode        bool
-	model, effort         string
-	restart               activity.Policy
-	limits                limits.Limits
-	claudeVersion         string // "" or the pin: the pinned one
-	noStart               bool
+	// clone: the session works in a clone of the workspace's repository
+	// (session.Clone; its Base is resolved when the session is made).
+	clone         *session.Clone
+	model, effort string
+	restart       activity.Policy
+	limits        limits.Limits
+	claudeVersion string // "" or the pin: the pinned one
+	noStart       bool
 	// first waits for the session's first start (nil: nothing); dropped
 	// names what of the request's Claude setup was left out, for the log.
 	first   *firstStart
@@ -156,6 +160,9 @@ func planCreate(req api.CreateRequest, f createFacts) (createPlan, error) {
 		return createPlan{}, err
 	}
 	if err := p.planWorkspace(req, f); err != nil {
+		return createPlan{}, err
+	}
+	if err := p.planClone(req); err != nil {
 		return createPlan{}, err
 	}
 	if err := p.planCredential(req, f); err != nil {
@@ -274,6 +281,37 @@ func (p *createPlan) planWorkspace(req api.CreateRequest, f createFacts) error {
 		return f.workspaceErr
 	}
 	p.workspace, p.workspaceUID = f.workspace, f.workspaceUID
+	return nil
+}
+
+// planClone decides a clone session's branch and base: --clone needs a
+// workspace (the repository) and a proxy-mode box; the branch is
+// paddock/<name> unless named, the base HEAD unless given.
+func (p *createPlan) planClone(req api.CreateRequest) error {
+	if !req.Clone {
+		if req.Branch != "" || req.From != "" {
+			return fmt.Errorf("--branch and --from are about a clone; give --clone too: %w", errdefs.ErrInvalid)
+		}
+		return nil
+	}
+	if req.Workspace == "" {
+		return fmt.Errorf("--clone clones the repository of --workspace; give it: %w", errdefs.ErrInvalid)
+	}
+	if req.UnsafeHostCode {
+		return fmt.Errorf("--unsafe-host-code is about a live workspace; a clone session's box never writes the host repository: %w", errdefs.ErrInvalid)
+	}
+	if strings.Contains(p.name, "..") || strings.HasSuffix(p.name, ".lock") || strings.HasSuffix(p.name, ".") {
+		// It names the session's refs in the host repository (paddock fetch).
+		return fmt.Errorf("session name %q cannot name a git ref (no '..', no trailing '.' or '.lock'); choose another for a clone session: %w", p.name, errdefs.ErrInvalid)
+	}
+	c := session.Clone{Branch: cmp.Or(req.Branch, "paddock/"+p.name), From: cmp.Or(req.From, "HEAD")}
+	if err := session.ValidBranch(c.Branch); err != nil {
+		return err
+	}
+	if err := session.ValidBranch(c.From); err != nil && c.From != "HEAD" {
+		return fmt.Errorf("--from %q: name a branch, tag or commit of the repository: %w", c.From, errdefs.ErrInvalid)
+	}
+	p.clone = &c
 	return nil
 }
 

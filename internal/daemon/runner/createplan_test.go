@@ -103,6 +103,26 @@ func TestPlanCreate(t *testing.T) {
 			err: "workspace /srv/w does not exist", is: errdefs.ErrInvalid},
 		{name: "unsafe host code without a workspace", req: api.CreateRequest{UnsafeHostCode: true},
 			err: "--unsafe-host-code is about a host workspace; give --workspace too", is: errdefs.ErrInvalid},
+		{name: "a branch without a clone", req: api.CreateRequest{Workspace: "w", Branch: "x"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   "--branch and --from are about a clone; give --clone too", is: errdefs.ErrInvalid},
+		{name: "a clone without a workspace", req: api.CreateRequest{Clone: true},
+			err: "--clone clones the repository of --workspace; give it", is: errdefs.ErrInvalid},
+		{name: "a clone with unsafe host code", req: api.CreateRequest{Clone: true, Workspace: "w", UnsafeHostCode: true},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   "a clone session's box never writes the host repository", is: errdefs.ErrInvalid},
+		{name: "a clone session whose name cannot name a ref", req: api.CreateRequest{Name: "v1..2", Clone: true, Workspace: "w"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   `session name "v1..2" cannot name a git ref`, is: errdefs.ErrInvalid},
+		{name: "a clone on a branch that reads as an option", req: api.CreateRequest{Clone: true, Workspace: "w", Branch: "-evil"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   `branch "-evil"`, is: errdefs.ErrInvalid},
+		{name: "a clone on a branch that climbs", req: api.CreateRequest{Clone: true, Workspace: "w", Branch: "a/../../x"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   `branch "a/../../x"`, is: errdefs.ErrInvalid},
+		{name: "a clone from a revision expression", req: api.CreateRequest{Clone: true, Workspace: "w", From: "main@{upstream}"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   `--from "main@{upstream}"`, is: errdefs.ErrInvalid},
 		{name: "a credential of no kind known", req: api.CreateRequest{Credential: api.Secret("hunter2")},
 			err: "cannot tell the kind of the session's credential from its prefix", is: errdefs.ErrInvalid},
 		{name: "a credential kind unknown", req: api.CreateRequest{Credential: api.Secret("hunter2"), CredentialKind: "password"},
@@ -207,6 +227,20 @@ func TestPlanCreate(t *testing.T) {
 			want: func(t *testing.T, p createPlan) {
 				if p.workspace != "/home/ann/w" || p.workspaceUID != 1001 || !p.unsafeHostCode {
 					t.Errorf("%+v", p)
+				}
+			}},
+		{name: "a clone, its branch and base by default", req: api.CreateRequest{Name: "five", Clone: true, Workspace: "w"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			want: func(t *testing.T, p createPlan) {
+				if p.clone == nil || p.clone.Branch != "paddock/five" || p.clone.From != "HEAD" || p.clone.Base != "" || p.workspace != "/home/ann/w" {
+					t.Errorf("%+v %+v", p, p.clone)
+				}
+			}},
+		{name: "a clone on a named branch from a tag", req: api.CreateRequest{Clone: true, Workspace: "w", Branch: "feat/login", From: "v1.2"},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			want: func(t *testing.T, p createPlan) {
+				if p.clone == nil || p.clone.Branch != "feat/login" || p.clone.From != "v1.2" {
+					t.Errorf("%+v", p.clone)
 				}
 			}},
 		{name: "a first start with a prompt, not started", req: api.CreateRequest{Prompt: "go", NoStart: true},

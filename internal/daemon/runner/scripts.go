@@ -43,6 +43,18 @@ var (
 	//go:embed scripts/panestate.sh
 	paneStateScript string
 
+	// cloneScript makes a clone session's working copy: setupClone, clone.go.
+	//go:embed scripts/clone.sh
+	cloneScript string
+
+	// diffScript prints a clone session's change: DiffSession, clone.go.
+	//go:embed scripts/diff.sh
+	diffScript string
+
+	// branchStateScript says where a clone's branch is: FetchSession, clone.go.
+	//go:embed scripts/branchstate.sh
+	branchStateScript string
+
 	// writeStateScript untars Claude Code's state: writeBoxState, portable.go.
 	//go:embed scripts/writestate.sh
 	writeStateScript string

@@ -15,14 +15,17 @@ var scriptFiles embed.FS
 
 // boxScripts names every embedded script by its file (scripts.go).
 var boxScripts = map[string]string{
-	"launch.sh":     launchScript,
-	"readconfig.sh": readConfigScript,
-	"writefile.sh":  writeFileScript,
-	"transcript.sh": transcriptScript,
-	"readstate.sh":  readStateScript,
-	"writestate.sh": writeStateScript,
-	"exitwrap.sh":   exitWrapScript,
-	"panestate.sh":  paneStateScript,
+	"launch.sh":      launchScript,
+	"readconfig.sh":  readConfigScript,
+	"writefile.sh":   writeFileScript,
+	"transcript.sh":  transcriptScript,
+	"readstate.sh":   readStateScript,
+	"writestate.sh":  writeStateScript,
+	"exitwrap.sh":    exitWrapScript,
+	"panestate.sh":   paneStateScript,
+	"clone.sh":       cloneScript,
+	"diff.sh":        diffScript,
+	"branchstate.sh": branchStateScript,
 }
 
 // TestBoxScripts: every file under scripts/ is one of the Runner's named

@@ -53,6 +53,10 @@ const (
 	// OpExport writes the session out (paddock session export): its
 	// conversation comes along, so it needs an operator.
 	OpExport Op = "export"
+	// OpDiff shows a clone session's change against its base; OpFetch
+	// brings its branch into the host repository (paddock diff, fetch).
+	OpDiff  Op = "diff"
+	OpFetch Op = "fetch"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -66,6 +70,8 @@ var allowed = map[Op][]State{
 	OpExec:   {Running},
 	OpShare:  {Created, Running, Asleep, Failed},
 	OpExport: {Created, Running, Asleep, Failed},
+	OpDiff:   {Running},
+	OpFetch:  {Running},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -78,7 +84,7 @@ func Check(op Op, name string, cur State) error {
 	}
 	hint := ""
 	switch {
-	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep):
+	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch):
 		hint = fmt.Sprintf("; wake it first: paddock wake %s", name)
 	case cur == Running && (op == OpWake || op == OpStart):
 		hint = fmt.Sprintf("; it already runs: paddock attach %s", name)
@@ -138,9 +144,14 @@ type Session struct {
 	WorkspaceUID int `json:"workspace_uid,omitempty"`
 	// UnsafeHostCode: the owner asked for the workspace's host code to be
 	// writable in the box.
-	UnsafeHostCode bool   `json:"unsafe_host_code,omitempty"`
-	Model          string `json:"model,omitempty"`
-	Effort         string `json:"effort,omitempty"`
+	UnsafeHostCode bool `json:"unsafe_host_code,omitempty"`
+	// Clone, when set, makes the session work in a clone of Workspace's
+	// repository inside its box, on a branch of its own, instead of in the
+	// host's working tree: the host repository is never written by the
+	// box, and the work comes back through paddock fetch.
+	Clone  *Clone `json:"clone,omitempty"`
+	Model  string `json:"model,omitempty"`
+	Effort string `json:"effort,omitempty"`
 
 	// ClaudeSessionID is Claude Code's conversation id (--session-id, then
 	// --resume); Started tells whether claude ran once already.
@@ -228,6 +239,22 @@ func ValidName(n string) error {
 	}
 	if idShaped.MatchString(n) {
 		return fmt.Errorf("session name %q is made only of hex digits and would read as a session id; add a letter from g to z or a '-': %w", n, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// validBranch is what paddock takes as a branch name: git's own rules
+// (git check-ref-format --branch) and stricter, so that no name reads as
+// an option, a path out, a revision expression or a lock file.
+var validBranch = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$`)
+
+// ValidBranch checks a branch name (paddock run --clone --branch).
+func ValidBranch(b string) error {
+	bad := !validBranch.MatchString(b) || strings.Contains(b, "..") || strings.Contains(b, "//") ||
+		strings.Contains(b, "/.") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".") ||
+		strings.HasSuffix(b, ".lock") || strings.Contains(b, ".lock/") || b == "HEAD"
+	if bad {
+		return fmt.Errorf("branch %q: use letters, digits, '_', '-', '.' and '/', at most 200, starting with a letter, digit or '_', with no '..', '//', '/.' or a trailing '/', '.' or '.lock': %w", b, errdefs.ErrInvalid)
 	}
 	return nil
 }
@@ -399,6 +426,18 @@ var Need = map[Op]Role{
 	OpView: RoleObserver, OpObserve: RoleObserver, OpDrive: RoleDriver,
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
 	OpShare: RoleOwner, OpExport: RoleOperator,
+	OpDiff: RoleObserver, OpFetch: RoleOperator,
+}
+
+// Clone is a clone session's branch: made in the box at its first start
+// from Base, the commit From named in the host repository then.
+type Clone struct {
+	// Branch is the clone's branch (paddock/<name> unless named).
+	Branch string `json:"branch"`
+	// Base is the commit the branch starts from (a full object id).
+	Base string `json:"base"`
+	// From is what the creator named for the base ("HEAD" unless given).
+	From string `json:"from,omitempty"`
 }
 
 // Approval is an egress rule a person approved for a session: until a

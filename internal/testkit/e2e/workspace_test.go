@@ -50,6 +50,17 @@ func ownedRepo(t *testing.T) string {
 	return ws
 }
 
+// gitPerson is the environment of a person whose git config names Ada
+// Owner as them (and a pager, which must not come along into a box).
+func gitPerson(t *testing.T) []string {
+	t.Helper()
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Ada Owner\n\temail = ada@example.org\n[core]\n\tpager = evil-pager\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+}
+
 // hostGit runs git on the host as root, on a repository of another user's.
 func hostGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -73,11 +84,7 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 // (.claude/settings.json) ran in the box.
 func TestWorkspaceGitTurn(t *testing.T) {
 	e := newEnv(t)
-	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Ada Owner\n\temail = ada@example.org\n[core]\n\tpager = evil-pager\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	person := []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	person := gitPerson(t)
 	for _, backend := range []string{"local", "docker"} {
 		t.Run(backend, func(t *testing.T) {
 			e.t = t

@@ -1,0 +1,49 @@
+package access
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/daemon/audit"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+)
+
+// DiffSession shows a clone session's change to those who may watch it
+// (observers and up): it is what its terminal shows being made.
+func (g *Guard) DiffSession(ctx context.Context, ref string, o api.DiffOptions, w io.Writer) error {
+	cl, ok := g.inner.(api.Cloner)
+	if !ok {
+		return fmt.Errorf("this Runner has no clone sessions: %w", errdefs.ErrUnavailable)
+	}
+	_, s, err := g.resolve(ctx, ref, session.OpDiff)
+	if err != nil {
+		return err
+	}
+	return cl.DiffSession(ctx, s.ID, o, w)
+}
+
+// FetchSession brings a clone session's branch into its host repository,
+// for its operators and owner (and admins); each fetch, and each refusal
+// of one to a person who may see the session, is audited.
+func (g *Guard) FetchSession(ctx context.Context, ref string) (api.FetchResult, error) {
+	cl, ok := g.inner.(api.Cloner)
+	if !ok {
+		return api.FetchResult{}, fmt.Errorf("this Runner has no clone sessions: %w", errdefs.ErrUnavailable)
+	}
+	var res api.FetchResult
+	_, err := g.act(ctx, ref, session.OpFetch, audit.ActionFetch, func(e *audit.Entry) {
+		if res.Ref != "" {
+			e.Detail = res.Ref + " " + res.Commit
+		}
+	}, func(id string) (session.Session, error) {
+		var err error
+		res, err = cl.FetchSession(ctx, id)
+		return session.Session{ID: id}, err
+	})
+	return res, err
+}
+
+var _ api.Cloner = (*Guard)(nil)

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/paddockhq/paddock/internal/daemon/api"
+)
+
+func diffCmd(g *globals, o IO) *cobra.Command {
+	var opt api.DiffOptions
+	var color string
+	cmd := &cobra.Command{
+		Use:   "diff NAME [--stat | --name-only]",
+		Short: "Show a clone session's change against its base, as git diff does",
+		Long: `Show what a session made with paddock run --clone changed since its base: what it committed
+on its branch, what it has not committed yet, and the files it made that git does not track,
+in one diff, as git diff prints it. Its box must run (paddock wake NAME). Needs the observer
+role on the session (or its owner). Nothing is written anywhere; bring the branch into your
+repository with paddock fetch NAME.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeSessions(g, o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch color {
+			case "always":
+				opt.Color = true
+			case "never":
+			case "auto":
+				if f, ok := o.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					opt.Color = true
+				}
+			default:
+				return usageError{fmt.Errorf("--color %q: say auto, always or never", color)}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			return c.DiffSession(cmd.Context(), args[0], opt, o.Stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opt.Stat, "stat", false, "a diffstat: each file and how much of it changed")
+	f.BoolVar(&opt.NameOnly, "name-only", false, "the changed files' names only")
+	f.StringVar(&color, "color", "auto", "colour: auto (on a terminal), always or never")
+	cmd.MarkFlagsMutuallyExclusive("stat", "name-only")
+	return cmd
+}
+
+func fetchCmd(g *globals, o IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "fetch NAME",
+		Short: "Bring a clone session's branch into your repository, as refs/remotes/paddock/NAME/BRANCH",
+		Long: `Bring the branch of a session made with paddock run --clone into the repository it was cloned
+from, as refs/remotes/paddock/NAME/BRANCH: nothing else of your repository changes (no branch
+of yours, no working tree, no index). The branch comes from the box as a git bundle, which is
+checked object by object (fsck) and imported as the repository's owner, never as root, with
+none of the repository's or the box's hooks, filters or fsmonitor run. Refs that are not plain
+branch names are refused. Its box must run (paddock wake NAME). Changes it has not committed
+do not come: the session commits them first. Needs the operator role (or its owner).
+Then: git log paddock/NAME/BRANCH, git merge paddock/NAME/BRANCH.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeSessions(g, o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			res, err := c.FetchSession(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			for _, r := range res.Refused {
+				fmt.Fprintf(o.Stderr, "refused: %s\n", r)
+			}
+			if res.Ahead == 0 {
+				fmt.Fprintf(o.Stdout, "%s has no commit beyond its base yet; nothing fetched\n", args[0])
+			} else {
+				old := "new"
+				if res.Old != "" {
+					old = "was " + short(res.Old)
+				}
+				fmt.Fprintf(o.Stdout, "%s → %s (%d commit(s) ahead of its base; %s)\n", res.Ref, short(res.Commit), res.Ahead, old)
+			}
+			if res.Uncommitted {
+				fmt.Fprintf(o.Stderr, "note: %s has changes it has not committed; they are not fetched (paddock diff %s shows them)\n", args[0], args[0])
+			}
+			return nil
+		},
+	}
+}
+
+// short is an object id's first 12 digits.
+func short(oid string) string { return oid[:min(12, len(oid))] }

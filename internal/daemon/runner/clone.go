@@ -1,0 +1,329 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/sessions/gitimport"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+)
+
+// A clone session (session.Clone) works in a repository of its own in
+// its box, made at its first start by scripts/clone.sh from the host
+// repository's git directory, which the box sees read-only at
+// sandbox.OriginDir. The host repository is never written by the box;
+// the work is seen with DiffSession and comes back with FetchSession.
+
+// hostGitEnv is the environment of git run on a host repository by the
+// Runner: no system or global config (the owner's own may name programs),
+// no prompt, and a PATH of the system's.
+var hostGitEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C",
+	// No transport at all: a partial clone would fetch a missing object
+	// from its promisor remote, whose URL (ext::) can be a program.
+	"GIT_ALLOW_PROTOCOL=none", "GIT_NO_LAZY_FETCH=1", "GIT_NO_REPLACE_OBJECTS=1"}
+
+// hostGitSafety are git's options against running anything the
+// repository's own config names (its fsmonitor, hooks, a transport's
+// programs) while paddock reads it (as gitimport does; see its package
+// comment for each).
+var hostGitSafety = []string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+	"-c", "protocol.allow=never", "-c", "core.alternateRefsCommand=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false"}
+
+// ownerOfDir is the uid and gid a directory belongs to.
+func ownerOfDir(dir string) (uint32, uint32, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("%s: no owner", dir)
+	}
+	return st.Uid, st.Gid, nil
+}
+
+// hostGit runs git in the host repository repo as its owner (never as
+// root: git would refuse another's repository, and nothing of the
+// repository's should run as root), with hostGitEnv and hostGitSafety,
+// and returns its standard output.
+func hostGit(ctx context.Context, repo string, args ...string) (string, error) {
+	uid, gid, err := ownerOfDir(repo)
+	if err != nil {
+		return "", fmt.Errorf("repository %s: %w", repo, err)
+	}
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, hostGitSafety...), args...)...)
+	cmd.Dir = repo
+	// GIT_DIR named: no discovery, no core.worktree or .git file redirect.
+	cmd.Env = append(append([]string{}, hostGitEnv...), "GIT_DIR="+repo+"/.git")
+	if uint32(os.Geteuid()) != uid {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s in %s: %v: %s", args[0], repo, err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// resolveBase is the commit from names in the host repository repo, as a
+// full object id: what a clone session's branch starts from.
+func resolveBase(ctx context.Context, repo, from string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := hostGit(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", from+"^{commit}")
+	oid := strings.TrimSpace(out)
+	if err != nil || !isOID(oid) {
+		return "", fmt.Errorf("%s names no commit in %s (a repository with no commit yet has nothing to clone: commit first): %w", from, repo, errdefs.ErrInvalid)
+	}
+	return oid, nil
+}
+
+// isOID says s is a full object id, sha1 or sha256, in lowercase hex.
+func isOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// setupClone makes the session's clone in its box at its first start
+// (scripts/clone.sh; nothing at a later one). Its files are the box
+// user's.
+func setupClone(link *Link, s *session.Session) error {
+	if s.Clone == nil {
+		return nil
+	}
+	out, code, err := runIn(link.Client, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}, nil, "sh", "-c", cloneScript, "sh",
+		sandbox.OriginDir, s.Clone.Base, s.Clone.Branch, sandbox.WorkspaceDir)
+	if err != nil || code != 0 {
+		return fmt.Errorf("make the session's clone in its box: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	}
+	return nil
+}
+
+// maxDiff bounds what DiffSession copies out of a box.
+const maxDiff = 64 << 20
+
+// cloneSession resolves ref to a running clone session and its link.
+func (r *Runner) cloneSession(ctx context.Context, ref string, op session.Op) (session.Session, *live, error) {
+	if err := r.waitAdopted(ctx); err != nil {
+		return session.Session{}, nil, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return s, nil, err
+	}
+	if s.Clone == nil {
+		return s, nil, fmt.Errorf("session %q works in its workspace, not a clone: its changes are already in %s (git diff there); paddock run --clone makes a session with a branch of its own: %w", s.Name, s.Workspace, errdefs.ErrInvalid)
+	}
+	if err := session.Check(op, s.Name, s.Observed); err != nil {
+		return s, nil, err
+	}
+	if err := r.thawIfFrozen(ctx, s.ID); err != nil {
+		return s, nil, err
+	}
+	lv := r.getLive(s.ID)
+	if lv == nil {
+		return s, nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet: %w", s.Name, errdefs.ErrUnavailable)
+	}
+	return s, lv, nil
+}
+
+// DiffSession implements api.Cloner: scripts/diff.sh in the box, its
+// output made safe for a terminal (safeText) on its way to w.
+func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions, w io.Writer) error {
+	s, lv, err := r.cloneSession(ctx, ref, session.OpDiff)
+	if err != nil {
+		return err
+	}
+	args := []string{"-c", diffScript, "sh", sandbox.WorkspaceDir, s.Clone.Base}
+	switch {
+	case o.NameOnly:
+		args = append(args, "--name-only")
+	case o.Stat:
+		args = append(args, "--stat")
+	}
+	if o.Color {
+		args = append(args, "--color=always")
+	} else {
+		args = append(args, "--color=never")
+	}
+	sw := &safeText{w: w, color: o.Color}
+	code, err := streamFromBox(lv.link.Client, 2*time.Minute, lv.env, func(rd io.Reader) error {
+		n, err := io.Copy(sw, io.LimitReader(rd, maxDiff+1))
+		if err == nil && n > maxDiff {
+			_, _ = io.WriteString(w, fmt.Sprintf("\n(paddock: the diff goes on past %d MiB; see it in the box: paddock exec %s -- git diff %s)\n", maxDiff>>20, s.Name, s.Clone.Base))
+			return nil
+		}
+		return err
+	}, append([]string{"sh"}, args...)...)
+	if err != nil {
+		return fmt.Errorf("diff in the box: %w", err)
+	}
+	if code != 0 {
+		return fmt.Errorf("diff in the box: git exited %d (paddock exec %s -- git status says more): %w", code, s.Name, errdefs.ErrUnavailable)
+	}
+	return sw.flush()
+}
+
+// maxFetch bounds the bundle a fetch takes from a box.
+const maxFetch = gitimport.DefaultMaxBytes
+
+// FetchSession implements api.Cloner: the box makes a bundle of the
+// session's branch beyond its base (git bundle create, as the box user,
+// in the box), which streams to gitimport.Import: checked object by
+// object and imported into the host repository as its owner, as
+// refs/remotes/paddock/<session>/<branch>, nothing of the repository's or
+// the box's run. A session with no commit beyond its base fetches nothing.
+func (r *Runner) FetchSession(ctx context.Context, ref string) (api.FetchResult, error) {
+	s, lv, err := r.cloneSession(ctx, ref, session.OpFetch)
+	if err != nil {
+		return api.FetchResult{}, err
+	}
+	c := s.Clone
+	out, code, err := runIn(lv.link.Client, lv.env, nil, "sh", "-c", branchStateScript, "sh", sandbox.WorkspaceDir, c.Branch, c.Base)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || code != 0 || len(lines) != 3 || !isOID(lines[0]) {
+		return api.FetchResult{}, fmt.Errorf("session %q has no branch %s in its clone any more (exit %d: %s): paddock exec %s -- git -C /workspace branch shows what it has: %w",
+			s.Name, c.Branch, code, logkeyClip(out), s.Name, errdefs.ErrConflict)
+	}
+	res := api.FetchResult{Commit: lines[0], Uncommitted: lines[2] == "dirty"}
+	if res.Ahead, err = strconv.Atoi(lines[1]); err != nil {
+		return api.FetchResult{}, fmt.Errorf("session %q: count of its commits: %q: %w", s.Name, lines[1], errdefs.ErrUnavailable)
+	}
+	if res.Ahead == 0 {
+		return res, nil
+	}
+	uid, gid, err := ownerOfDir(s.Workspace)
+	if err != nil {
+		return res, fmt.Errorf("repository %s: %w", s.Workspace, err)
+	}
+	if s.WorkspaceUID != 0 && int(uid) != s.WorkspaceUID {
+		return res, fmt.Errorf("repository %s belongs to uid %d now, not to %d, whose it was when session %q was made; nothing fetched: %w",
+			s.Workspace, uid, s.WorkspaceUID, s.Name, errdefs.ErrConflict)
+	}
+	o := gitimport.Options{Repo: s.Workspace, Session: s.Name, Branches: []string{c.Branch}, MaxBytes: maxFetch, UID: uid, GID: gid}
+	var im gitimport.Result
+	code, err = streamFromBox(lv.link.Client, 10*time.Minute, lv.env, func(rd io.Reader) error {
+		var err error
+		im, err = gitimport.Import(ctx, o, rd)
+		return err
+	}, "git", "-C", sandbox.WorkspaceDir, "bundle", "create", "-", "refs/heads/"+c.Branch, "^"+c.Base)
+	res.Bytes = im.Bytes
+	for _, rf := range im.Refused {
+		res.Refused = append(res.Refused, rf.String())
+	}
+	if err != nil {
+		return res, fmt.Errorf("fetch session %q: %w", s.Name, err)
+	}
+	if code != 0 {
+		return res, fmt.Errorf("fetch session %q: git bundle in the box exited %d: %w", s.Name, code, errdefs.ErrUnavailable)
+	}
+	for _, i := range im.Imported {
+		if i.Branch == c.Branch {
+			res.Ref, res.Commit, res.Old = i.Ref, i.OID, i.Old
+		}
+	}
+	if res.Ref == "" {
+		return res, fmt.Errorf("fetch session %q: its bundle did not carry %s: %w", s.Name, c.Branch, errdefs.ErrUnavailable)
+	}
+	r.log.Info("session fetched", logkey.Session, s.ID, "ref", res.Ref, "commit", res.Commit, "bytes", res.Bytes)
+	return res, nil
+}
+
+// logkeyClip is a box's output, clipped and on one line, for an error.
+func logkeyClip(s string) string {
+	return logkey.Clip(strings.ReplaceAll(strings.TrimSpace(s), "\n", " "), 200)
+}
+
+// safeText passes a box's text to a person's terminal: printable text,
+// newlines and tabs as they are; with color, SGR sequences (ESC [ … m,
+// digits and ';' only) too; every other control byte (an escape that would
+// set the terminal's title, write its clipboard, move its cursor) as '?'.
+// Invalid UTF-8 passes as bytes (a terminal shows them as such).
+type safeText struct {
+	w     io.Writer
+	color bool
+	esc   []byte // an escape sequence being read, across writes
+	out   []byte
+}
+
+// maxSGR bounds one colour sequence; a longer one is not one.
+const maxSGR = 32
+
+func (t *safeText) Write(p []byte) (int, error) {
+	t.out = t.out[:0]
+	for _, c := range p {
+		if len(t.esc) > 0 {
+			t.esc = append(t.esc, c)
+			switch {
+			case len(t.esc) == 2 && c == '[':
+				continue
+			case len(t.esc) > 2 && (c >= '0' && c <= '9' || c == ';') && len(t.esc) < maxSGR:
+				continue
+			case len(t.esc) > 2 && c == 'm' && t.color:
+				t.out = append(t.out, t.esc...)
+			default:
+				t.out = append(t.out, '?')
+				t.out = append(t.out, sanitize(t.esc[1:])...)
+			}
+			t.esc = t.esc[:0]
+			continue
+		}
+		switch {
+		case c == 0x1b:
+			t.esc = append(t.esc, c)
+		case c == '\n' || c == '\t' || c >= 0x20 && c != 0x7f:
+			t.out = append(t.out, c)
+		default:
+			t.out = append(t.out, '?')
+		}
+	}
+	if _, err := t.w.Write(t.out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// flush writes out an escape sequence cut off at the end, made safe.
+func (t *safeText) flush() error {
+	if len(t.esc) == 0 {
+		return nil
+	}
+	b := append([]byte{'?'}, sanitize(t.esc[1:])...)
+	t.esc = t.esc[:0]
+	_, err := t.w.Write(b)
+	return err
+}
+
+// sanitize replaces the control bytes of b with '?'.
+func sanitize(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+			c = '?'
+		}
+		out[i] = c
+	}
+	return out
+}
+var _ api.Cloner = (*Runner)(nil)

@@ -1,0 +1,23 @@
+# clone.sh: makes a clone session's working copy at its first start
+# (setupClone, clone.go): a repository of its own at the workspace, on
+# the session's branch at the base commit, its history borrowed from the
+# host repository's git directory, which the box sees read-only
+# (objects/info/alternates), so only the checkout is copied. A fresh
+# repository: nothing of the host's config, hooks or info/ comes in.
+# Its remote origin is that read-only view.
+#
+# Arguments: $1 the host repository's git directory in the box
+#   (sandbox.OriginDir); $2 the base commit; $3 the branch; $4 the
+#   workspace.
+# Stdin: none.
+# Exit status: 0 when the clone is there, made now or at an earlier
+#   start; git's when a step fails.
+set -e
+origin=$1 base=$2 branch=$3
+cd "$4"
+[ ! -e .git ] || exit 0
+git init -q -b "$branch" .
+printf '%s\n' "$origin/objects" > .git/objects/info/alternates
+git update-ref "refs/heads/$branch" "$base"
+git remote add origin "$origin"
+git reset -q --hard

@@ -1,0 +1,20 @@
+# diff.sh: prints a clone session's change against its base as git diff
+# does (DiffSession, clone.go): what it committed, what it has not, and
+# the files git does not track yet, all in one diff. A copy of the index
+# takes the untracked files (git add -A), so the session's own index and
+# working tree stay as they are.
+#
+# Arguments: $1 the workspace; $2 the base commit; $3 and on, git diff's
+#   options (--stat, --name-only, --color=...).
+# Stdin: none.
+# Output: the diff.
+# Exit status: 0, or git's when it fails.
+set -e
+cd "$1"
+base=$2
+shift 2
+idx=$(mktemp /tmp/paddock-diff-index.XXXXXX)
+trap 'rm -f "$idx"' EXIT
+if [ -f .git/index ]; then cp .git/index "$idx"; else rm -f "$idx"; fi
+GIT_INDEX_FILE=$idx git add -A
+GIT_INDEX_FILE=$idx git -c core.pager=cat diff --cached --no-ext-diff "$@" "$base" --

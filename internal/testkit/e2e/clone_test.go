@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/testkit/fakeapi"
+)
+
+// treeState is every file, directory and link under a directory: its kind,
+// mode, owner and content's digest, by path.
+func treeState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		v := fmt.Sprintf("%v %d:%d", fi.Mode(), st.Uid, st.Gid)
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			v += " -> " + l
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h := sha256.Sum256(b)
+			v += " " + hex.EncodeToString(h[:])
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// changed lists what differs between two treeStates, each path once.
+func changed(a, b map[string]string) []string {
+	var out []string
+	for p, v := range a {
+		if b[p] != v {
+			out = append(out, p)
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestCloneSessions: two sessions with --clone on one host repository of
+// a user's, on each backend. One commits through the real Claude Code's
+// tools (Read, Edit, Bash from the fake upstream), the other through exec,
+// on a branch named at run, with a file git does not track yet beside.
+// Until a fetch the host repository, its .git and its working tree, is
+// byte for byte as it was; paddock diff shows each change (the untracked
+// file too); paddock fetch brings each branch in as
+// refs/remotes/paddock/<session>/<branch>, as the repository's owner,
+// and nothing else of the repository changes.
+func TestCloneSessions(t *testing.T) {
+	e := newEnv(t)
+	person := gitPerson(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			ws := ownedRepo(t)
+			base := strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD"))
+			before := treeState(t, ws)
+			one, two := "clone-one-"+backend, "clone-two-"+backend
+
+			e.fake.SetSteps([]fakeapi.Step{
+				{Name: "Read", Input: map[string]any{"file_path": "/workspace/main.txt"}},
+				{Name: "Edit", Input: map[string]any{"file_path": "/workspace/main.txt", "old_string": "hello world", "new_string": "hello clone"}},
+				{Name: "Bash", Input: map[string]any{"command": "cd /workspace && git commit -qam 'edit in the clone' && git log -1 --format=%an", "description": "commit the edit"}},
+			})
+			defer e.fake.SetSteps(nil)
+			e.pdAs(person, "run", "-d", "--name", one, "--backend", backend, "--workspace", ws, "--clone")
+			defer e.pdRun("rm", "-f", one)
+			e.waitScreen(one, promptReady, 30*time.Second)
+			e.typeLine(one, fakeapi.StepsKeyword+" edit and commit")
+			e.waitScreen(one, fakeapi.StepsDone, 60*time.Second)
+
+			e.pdAs(person, "run", "-d", "--name", two, "--backend", backend, "--workspace", ws, "--clone", "--branch", "feature/two")
+			defer e.pdRun("rm", "-f", two)
+			e.pd("exec", two, "--", "sh", "-c", "cd /workspace && echo two > two.txt && git add two.txt && git commit -qm 'two by exec' && echo new > untracked.txt")
+
+			// The clones' own branches, from the host's HEAD.
+			if got := strings.TrimSpace(e.pd("exec", one, "--", "git", "-C", "/workspace", "rev-parse", "--abbrev-ref", "HEAD")); got != "paddock/"+one {
+				t.Fatalf("the first clone's branch: %q", got)
+			}
+			if got := strings.TrimSpace(e.pd("exec", two, "--", "git", "-C", "/workspace", "log", "--format=%s", "-2")); got != "two by exec\ninit" {
+				t.Fatalf("the second clone's history: %q", got)
+			}
+			if d := changed(before, treeState(t, ws)); len(d) > 0 {
+				t.Fatalf("the host repository changed before any fetch: %q", d)
+			}
+
+			// hook-fired: the repository's own PostToolUse hook ran in the
+			// clone too, and what it wrote is untracked, shown all the same.
+			if got := e.pd("diff", one, "--name-only"); got != "hook-fired\nmain.txt\n" {
+				t.Fatalf("diff --name-only of %s: %q", one, got)
+			}
+			if got := e.pd("diff", one); !strings.Contains(got, "-hello world") || !strings.Contains(got, "+hello clone") || strings.Contains(got, "\x1b") {
+				t.Fatalf("diff of %s: %q", one, got)
+			}
+			if got := e.pd("diff", two, "--stat"); !strings.Contains(got, "two.txt") || !strings.Contains(got, "untracked.txt") {
+				t.Fatalf("diff --stat of %s: %q", two, got)
+			}
+			// The diff took the untracked file without adding it to the
+			// session's own index.
+			if st := e.pd("exec", two, "--", "git", "-C", "/workspace", "status", "--porcelain"); st != "?? untracked.txt\n" {
+				t.Fatalf("the second clone's status after its diff: %q", st)
+			}
+
+			head1 := strings.TrimSpace(e.pd("exec", one, "--", "git", "-C", "/workspace", "rev-parse", "HEAD"))
+			out := e.pd("fetch", one)
+			ref1 := "refs/remotes/paddock/" + one + "/paddock/" + one
+			if !strings.Contains(out, ref1) || !strings.Contains(out, "1 commit(s) ahead") {
+				t.Fatalf("fetch %s said %q", one, out)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "rev-parse", ref1)); got != head1 {
+				t.Fatalf("%s on the host is %q, the clone's head %q", ref1, got, head1)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "log", "-1", "--format=%an|%s", ref1)); got != "Ada Owner|edit in the clone" {
+				t.Fatalf("the fetched commit: %q", got)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "merge-base", ref1, "HEAD")); got != base {
+				t.Fatalf("the fetched branch's base: %q, want %q", got, base)
+			}
+			// The second has a file it has not committed: its branch comes,
+			// and the fetch says the rest did not.
+			_, errs, code := e.pdRun("fetch", two)
+			if code != 0 || !strings.Contains(errs, "not committed") {
+				t.Fatalf("fetch %s: %d %q", two, code, errs)
+			}
+			ref2 := "refs/remotes/paddock/" + two + "/feature/two"
+			if got := strings.TrimSpace(hostGit(t, ws, "log", "-1", "--format=%s", ref2)); got != "two by exec" {
+				t.Fatalf("%s: %q", ref2, got)
+			}
+			// Only objects and the two refs of paddock's (with their reflogs)
+			// came in, all the owner's; the working tree, HEAD, the index,
+			// config and the owner's branches are as they were.
+			for _, p := range changed(before, treeState(t, ws)) {
+				if !strings.HasPrefix(p, ".git/objects/") && !strings.HasPrefix(p, ".git/refs/remotes") && !strings.HasPrefix(p, ".git/logs/refs/remotes") {
+					t.Errorf("the fetch changed %s", p)
+				}
+			}
+			own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+			for p, v := range treeState(t, filepath.Join(ws, ".git")) {
+				if !strings.Contains(v, own) {
+					t.Errorf(".git/%s is not the owner's: %s", p, v)
+				}
+			}
+		})
+	}
+}
