@@ -326,4 +326,5 @@ func sanitize(b []byte) []byte {
 	}
 	return out
 }
+
 var _ api.Cloner = (*Runner)(nil)
