@@ -24,6 +24,9 @@ repository with paddock fetch NAME.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeSessions(g, o),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opt.Stat && opt.NameOnly {
+				return usageError{fmt.Errorf("--stat and --name-only each say how to show the change; give one of them")}
+			}
 			switch color {
 			case "always":
 				opt.Color = true
@@ -46,7 +49,6 @@ repository with paddock fetch NAME.`,
 	f.BoolVar(&opt.Stat, "stat", false, "a diffstat: each file and how much of it changed")
 	f.BoolVar(&opt.NameOnly, "name-only", false, "the changed files' names only")
 	f.StringVar(&color, "color", "auto", "colour: auto (on a terminal), always or never")
-	cmd.MarkFlagsMutuallyExclusive("stat", "name-only")
 	return cmd
 }
 
@@ -80,7 +82,11 @@ Then: git log paddock/NAME/BRANCH, git merge paddock/NAME/BRANCH.`,
 				fmt.Fprintf(o.Stdout, "%s has no commit beyond its base yet; nothing fetched\n", args[0])
 			} else {
 				old := "new"
-				if res.Old != "" {
+				switch res.Old {
+				case "":
+				case res.Commit:
+					old = "already there"
+				default:
 					old = "was " + short(res.Old)
 				}
 				fmt.Fprintf(o.Stdout, "%s → %s (%d commit(s) ahead of its base; %s)\n", res.Ref, short(res.Commit), res.Ahead, old)

@@ -1,12 +1,10 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,22 +24,6 @@ import (
 // sandbox.OriginDir. The host repository is never written by the box;
 // the work is seen with DiffSession and comes back with FetchSession.
 
-// hostGitEnv is the environment of git run on a host repository by the
-// Runner: no system or global config (the owner's own may name programs),
-// no prompt, and a PATH of the system's.
-var hostGitEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
-	"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C",
-	// No transport at all: a partial clone would fetch a missing object
-	// from its promisor remote, whose URL (ext::) can be a program.
-	"GIT_ALLOW_PROTOCOL=none", "GIT_NO_LAZY_FETCH=1", "GIT_NO_REPLACE_OBJECTS=1"}
-
-// hostGitSafety are git's options against running anything the
-// repository's own config names (its fsmonitor, hooks, a transport's
-// programs) while paddock reads it (as gitimport does; see its package
-// comment for each).
-var hostGitSafety = []string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
-	"-c", "protocol.allow=never", "-c", "core.alternateRefsCommand=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false"}
-
 // ownerOfDir is the uid and gid a directory belongs to.
 func ownerOfDir(dir string) (uint32, uint32, error) {
 	fi, err := os.Stat(dir)
@@ -55,54 +37,18 @@ func ownerOfDir(dir string) (uint32, uint32, error) {
 	return st.Uid, st.Gid, nil
 }
 
-// hostGit runs git in the host repository repo as its owner (never as
-// root: git would refuse another's repository, and nothing of the
-// repository's should run as root), with hostGitEnv and hostGitSafety,
-// and returns its standard output.
-func hostGit(ctx context.Context, repo string, args ...string) (string, error) {
+// resolveBase is the commit from names in the host repository repo, as a
+// full object id, read as the repository's owner with gitimport's safety
+// (nothing of the repository's runs): what a clone session's branch
+// starts from.
+func resolveBase(ctx context.Context, repo, from string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	uid, gid, err := ownerOfDir(repo)
 	if err != nil {
 		return "", fmt.Errorf("repository %s: %w", repo, err)
 	}
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, hostGitSafety...), args...)...)
-	cmd.Dir = repo
-	// GIT_DIR named: no discovery, no core.worktree or .git file redirect.
-	cmd.Env = append(append([]string{}, hostGitEnv...), "GIT_DIR="+repo+"/.git")
-	if uint32(os.Geteuid()) != uid {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git %s in %s: %v: %s", args[0], repo, err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
-}
-
-// resolveBase is the commit from names in the host repository repo, as a
-// full object id: what a clone session's branch starts from.
-func resolveBase(ctx context.Context, repo, from string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := hostGit(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", from+"^{commit}")
-	oid := strings.TrimSpace(out)
-	if err != nil || !isOID(oid) {
-		return "", fmt.Errorf("%s names no commit in %s (a repository with no commit yet has nothing to clone: commit first): %w", from, repo, errdefs.ErrInvalid)
-	}
-	return oid, nil
-}
-
-// isOID says s is a full object id, sha1 or sha256, in lowercase hex.
-func isOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return gitimport.ResolveCommit(ctx, gitimport.Options{Repo: repo, UID: uid, GID: gid}, from)
 }
 
 // setupClone makes the session's clone in its box at its first start
@@ -202,7 +148,7 @@ func (r *Runner) FetchSession(ctx context.Context, ref string) (api.FetchResult,
 	c := s.Clone
 	out, code, err := runIn(lv.link.Client, lv.env, nil, "sh", "-c", branchStateScript, "sh", sandbox.WorkspaceDir, c.Branch, c.Base)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || code != 0 || len(lines) != 3 || !isOID(lines[0]) {
+	if err != nil || code != 0 || len(lines) != 3 || !gitimport.IsOID(lines[0]) {
 		return api.FetchResult{}, fmt.Errorf("session %q has no branch %s in its clone any more (exit %d: %s): paddock exec %s -- git -C /workspace branch shows what it has: %w",
 			s.Name, c.Branch, code, logkeyClip(out), s.Name, errdefs.ErrConflict)
 	}

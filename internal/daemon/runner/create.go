@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/logkey"
 	"github.com/paddockhq/paddock/internal/box/image"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 	"github.com/paddockhq/paddock/internal/daemon/api"
@@ -58,6 +59,9 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 		return session.Session{}, err
 	}
 	if p.clone != nil { // the base, as the repository has it now (clone.go)
+		if err := wsmount.CheckOrigin(p.workspace); err != nil {
+			return session.Session{}, err
+		}
 		if p.clone.Base, err = resolveBase(ctx, p.workspace, p.clone.From); err != nil {
 			return session.Session{}, err
 		}

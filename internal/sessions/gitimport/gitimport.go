@@ -263,6 +263,18 @@ func prepare(o Options) (*importer, error) {
 	case max < 0:
 		return nil, fmt.Errorf("a bundle's size bound of %d bytes: %w", max, errdefs.ErrInvalid)
 	}
+	git, err := openRepo(&o)
+	if err != nil {
+		return nil, err
+	}
+	return &importer{o: o, max: max, git: git}, nil
+}
+
+// openRepo finds o.Repo's git directory (a .git file or symlink refused),
+// checks it is o.UID's and that this process may act as them, and returns
+// the runner of git there as them, with every safety setting. It fills in
+// o.Git.
+func openRepo(o *Options) (*runner, error) {
 	if o.Git == "" {
 		p, err := exec.LookPath("git")
 		if err != nil {
@@ -276,14 +288,32 @@ func prepare(o Options) (*importer, error) {
 	}
 	switch euid := uint32(os.Geteuid()); {
 	case o.UID == 0:
-		return nil, fmt.Errorf("an import into %s as root (uid 0) was asked, and paddock runs nothing of a repository as root: "+
+		return nil, fmt.Errorf("git in %s as root (uid 0) was asked, and paddock runs nothing of a repository as root: "+
 			"give the repository to its person (chown -R), or ask as its owner: %w", o.Repo, errdefs.ErrForbidden)
 	case owner != o.UID:
-		return nil, fmt.Errorf("%s belongs to uid %d, not to uid %d for whom the import was asked: %w", dir, owner, o.UID, errdefs.ErrForbidden)
+		return nil, fmt.Errorf("%s belongs to uid %d, not to uid %d as whom git was to run: %w", dir, owner, o.UID, errdefs.ErrForbidden)
 	case euid != 0 && euid != o.UID:
 		return nil, fmt.Errorf("the Runner runs as uid %d and cannot act as uid %d, who owns %s: %w", euid, o.UID, dir, errdefs.ErrForbidden)
 	}
-	return &importer{o: o, max: max, git: newRunner(o, dir, uint32(os.Geteuid()) != o.UID)}, nil
+	return newRunner(*o, dir, uint32(os.Geteuid()) != o.UID), nil
+}
+
+// ResolveCommit is the commit rev names in the repository o.Repo, as a
+// full object id, read as o.UID with the same safety as Import (nothing
+// of the repository's runs, no transport, no lazy fetch); only o.Repo,
+// o.UID, o.GID, o.Git and o.Env count. A rev that names no commit is
+// errdefs.ErrInvalid. It is what a clone session's branch starts from.
+func ResolveCommit(ctx context.Context, o Options, rev string) (string, error) {
+	git, err := openRepo(&o)
+	if err != nil {
+		return "", err
+	}
+	out, err := git.run(ctx, nil, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+	oid := strings.TrimSpace(string(out))
+	if err != nil || !IsOID(oid) {
+		return "", fmt.Errorf("%s names no commit in %s (a repository with no commit yet has nothing to clone: commit first): %w", rev, o.Repo, errdefs.ErrInvalid)
+	}
+	return oid, nil
 }
 
 // choose splits the bundle's refs into the branches to take and the

@@ -204,6 +204,9 @@ func cutOID(b []byte, format string, n int) (oid string, rest []byte, err error)
 	return string(b[:size]), b[size:], nil
 }
 
+// IsOID says s is a full object id, sha1 or sha256, in lowercase hex.
+func IsOID(s string) bool { return (len(s) == 40 || len(s) == 64) && isHex([]byte(s)) }
+
 func isHex(b []byte) bool {
 	for _, c := range b {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {

@@ -831,6 +831,14 @@ func TestImportRunsNothingOfTheRepository(t *testing.T) {
 	if _, err := f.importBytes(f.opts("s1"), f.packOf(c, c, tr, blob)); !errdefs.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("hasDotgit with fsck.hasDotgit=ignore: %v", err)
 	}
+	// ResolveCommit, with the same safety: a name it finds, and an object
+	// id the repository lacks, which a partial clone would fetch.
+	if oid, err := ResolveCommit(context.Background(), f.opts(""), "main"); err != nil || oid != f.base {
+		t.Fatalf("ResolveCommit main: %q %v, want %s", oid, err, f.base)
+	}
+	if _, err := ResolveCommit(context.Background(), f.opts(""), strings.Repeat("1", 40)); !errdefs.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("ResolveCommit of a missing object: %v", err)
+	}
 	if m := markers(); len(m) > 0 {
 		t.Fatalf("the import ran the repository's programs: %v", m)
 	}
