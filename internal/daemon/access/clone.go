@@ -46,4 +46,26 @@ func (g *Guard) FetchSession(ctx context.Context, ref string) (api.FetchResult, 
 	return res, err
 }
 
+// MergeSession merges a clone session's branch into a branch of its host
+// repository, whose working tree it may write: for its owner (and
+// admins) only. Each merge, and each refusal of one to a person who may
+// see the session, is audited.
+func (g *Guard) MergeSession(ctx context.Context, ref string, o api.MergeOptions) (api.MergeResult, error) {
+	cl, ok := g.inner.(api.Cloner)
+	if !ok {
+		return api.MergeResult{}, fmt.Errorf("this Runner has no clone sessions: %w", errdefs.ErrUnavailable)
+	}
+	var res api.MergeResult
+	_, err := g.act(ctx, ref, session.OpMerge, audit.ActionMerge, func(e *audit.Entry) {
+		if res.Kind != "" {
+			e.Detail = res.Fetch.Ref + " into " + res.Into + ": " + res.Kind + " " + res.New
+		}
+	}, func(id string) (session.Session, error) {
+		var err error
+		res, err = cl.MergeSession(ctx, id, o)
+		return session.Session{ID: id}, err
+	})
+	return res, err
+}
+
 var _ api.Cloner = (*Guard)(nil)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/sessions/gitident"
 )
 
 // Cloner is the optional Backend feature of clone sessions
@@ -17,6 +18,7 @@ import (
 //	GET  /v1/sessions/{ref}/diff?stat=1&name_only=1&color=1
 //	                                 text/plain: the change against its base
 //	POST /v1/sessions/{ref}/fetch    FetchResult
+//	POST /v1/sessions/{ref}/merge    MergeOptions → MergeResult
 //
 // through which a clone session's work is seen and brought back.
 type Cloner interface {
@@ -28,6 +30,47 @@ type Cloner interface {
 	// as refs/remotes/paddock/<session>/<branch>, as the repository's
 	// owner, running nothing of the box's or the repository's.
 	FetchSession(ctx context.Context, ref string) (FetchResult, error)
+	// MergeSession fetches the session's branch, then merges it into a
+	// branch of the host repository (o.Into, or the one checked out), as
+	// the repository's owner, running nothing of the repository's: a
+	// fast-forward, a merge commit or a squash. A dirty working tree or a
+	// conflict is errdefs.ErrConflict and changes nothing; the result
+	// then names the conflicting files.
+	MergeSession(ctx context.Context, ref string, o MergeOptions) (MergeResult, error)
+}
+
+// MergeOptions say how paddock merge merges.
+type MergeOptions struct {
+	// Into is the branch merged into; "" is the one checked out.
+	Into string `json:"into,omitempty"`
+	// Squash makes one commit of the session's work.
+	Squash bool `json:"squash,omitempty"`
+	// Identity commits a merge (not a fast-forward) when the repository's
+	// config names no user: the person's own git identity.
+	Identity *gitident.Identity `json:"identity,omitempty"`
+}
+
+// MergeResult says what a merge did.
+type MergeResult struct {
+	Fetch FetchResult `json:"fetch"`
+	// Into is the branch; Old and New its commit before and after.
+	Into string `json:"into"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+	// Kind is "up to date", "fast-forward", "merge" or "squash".
+	Kind string `json:"kind"`
+	// WorkTree says the branch is checked out and its files were updated.
+	WorkTree bool `json:"work_tree,omitempty"`
+	// Files is how many files the merge changed on the branch.
+	Files int `json:"files"`
+	// HostRun are the changed files the host's tools run or read.
+	HostRun []HostRunPath `json:"host_run,omitempty"`
+}
+
+// HostRunPath is a changed file the owner's machine may run, and why.
+type HostRunPath struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
 }
 
 // DiffOptions shape paddock diff's output.
@@ -87,6 +130,19 @@ func cloneRoutes(mux *http.ServeMux, b Backend) {
 		}
 		writeJSON(w, 200, res)
 	})
+	mux.HandleFunc("POST /v1/sessions/{ref}/merge", func(w http.ResponseWriter, r *http.Request) {
+		var o MergeOptions
+		if err := decode(r, &o); err != nil {
+			writeErr(w, err)
+			return
+		}
+		res, err := c.MergeSession(r.Context(), r.PathValue("ref"), o)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})
 }
 
 // startedWriter writes a text/plain 200 before its first byte.
@@ -131,4 +187,10 @@ func (c *Client) DiffSession(ctx context.Context, ref string, o DiffOptions, w i
 func (c *Client) FetchSession(ctx context.Context, ref string) (FetchResult, error) {
 	var res FetchResult
 	return res, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/fetch", nil, &res)
+}
+
+// MergeSession calls POST /v1/sessions/{ref}/merge.
+func (c *Client) MergeSession(ctx context.Context, ref string, o MergeOptions) (MergeResult, error) {
+	var res MergeResult
+	return res, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(ref)+"/merge", o, &res)
 }

@@ -119,6 +119,9 @@ const (
 	// A clone session's branch brought into its host repository
 	// (paddock fetch); Detail says which ref and commit.
 	ActionFetch = "fetch"
+	// A clone session's branch merged into a branch of the host
+	// repository (paddock merge); Detail says into what, how, to what.
+	ActionMerge = "merge"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

@@ -147,6 +147,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		auditCmd(g, o),
 		diffCmd(g, o),
 		fetchCmd(g, o),
+		mergeCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)

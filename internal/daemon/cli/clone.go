@@ -3,11 +3,14 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/sessions/gitident"
+	"github.com/paddockhq/paddock/internal/sessions/hostrun"
 )
 
 func diffCmd(g *globals, o IO) *cobra.Command {
@@ -101,3 +104,79 @@ Then: git log paddock/NAME/BRANCH, git merge paddock/NAME/BRANCH.`,
 
 // short is an object id's first 12 digits.
 func short(oid string) string { return oid[:min(12, len(oid))] }
+
+func mergeCmd(g *globals, o IO) *cobra.Command {
+	var opt api.MergeOptions
+	cmd := &cobra.Command{
+		Use:   "merge NAME [--squash] [--into BRANCH]",
+		Short: "Fetch a clone session's branch and merge it into your branch",
+		Long: `Fetch the branch of a session made with paddock run --clone (as paddock fetch does), then merge
+it into a branch of the repository it was cloned from: the branch checked out there unless
+--into names another. A fast-forward when the branch has not moved since, else a merge
+commit (with your git identity); --squash makes one commit of the session's work instead.
+
+The merge runs as the repository's owner with none of the repository's hooks, filters, merge
+drivers or fsmonitor, and changes nothing unless it succeeds: a working tree with changes
+not committed is refused (commit or stash them first), and so is a conflict, which names
+the files and leaves your tree, index and branches exactly as they were; merge those with
+git yourself (git merge paddock/NAME/BRANCH). Files the change touches that tools on your
+machine run (git hooks, build files, package manifests, editor and CI config) are listed
+first. Its box must run (paddock wake NAME). Needs to be the session's owner (or an admin).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeSessions(g, o),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if home := envValue(o.Env, "HOME"); home != "" {
+				if id, err := gitident.Read(cmd.Context(), home, o.Env); err == nil && !id.IsZero() && id.Check() == nil {
+					opt.Identity = &id
+				}
+			}
+			c, err := g.client(o)
+			if err != nil {
+				return err
+			}
+			res, err := c.MergeSession(cmd.Context(), args[0], opt)
+			for _, r := range res.Fetch.Refused {
+				fmt.Fprintf(o.Stderr, "refused: %s\n", r)
+			}
+			if len(res.HostRun) > 0 {
+				fs := make([]hostrun.Finding, len(res.HostRun))
+				for i, h := range res.HostRun {
+					fs[i] = hostrun.Finding{Path: h.Path, Why: h.Why}
+				}
+				fmt.Fprintln(o.Stderr, hostrun.Banner(fs))
+			}
+			if err != nil {
+				return err
+			}
+			switch res.Kind {
+			case "up to date":
+				fmt.Fprintf(o.Stdout, "%s is already in %s (%s); nothing to merge\n", res.Fetch.Ref, res.Into, short(res.New))
+			default:
+				where := ""
+				if res.WorkTree {
+					where = "; your working tree is updated"
+				}
+				fmt.Fprintf(o.Stdout, "merged session %s into %s: %s, %s → %s, %d file(s) changed%s\n",
+					args[0], res.Into, res.Kind, short(res.Old), short(res.New), res.Files, where)
+			}
+			if res.Fetch.Uncommitted {
+				fmt.Fprintf(o.Stderr, "note: %s has changes it has not committed; they are not merged (paddock diff %s shows them)\n", args[0], args[0])
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opt.Squash, "squash", false, "one commit of the session's work on your branch, instead of a merge or a fast-forward")
+	f.StringVar(&opt.Into, "into", "", "the branch to merge into (default: the one checked out)")
+	return cmd
+}
+
+// envValue is key's value in env ("KEY=value" entries), or "".
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

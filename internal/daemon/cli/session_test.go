@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
+	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 
 // TestSessionAndResumeHostUsage: mistakes in export, import and
@@ -64,5 +65,23 @@ func TestResumeHostUnderSudo(t *testing.T) {
 	code, _, stderr = run(t, "", env, args...)
 	if code != 3 || !strings.Contains(stderr, "continuing conversation 0b6c1a52") {
 		t.Fatalf("the person's own files: code %d %s", code, stderr)
+	}
+}
+
+func TestBranchText(t *testing.T) {
+	for _, c := range []struct {
+		c    *session.Clone
+		want string
+	}{
+		{nil, "-"},
+		{&session.Clone{Branch: "paddock/a"}, "paddock/a"},
+		{&session.Clone{Branch: "paddock/a", Head: "h", Ahead: 3}, "paddock/a +3"},
+		{&session.Clone{Branch: "paddock/a", Head: "h", Ahead: 3, Dirty: true, Fetched: "h"}, "paddock/a +3* fetched"},
+		{&session.Clone{Branch: "f/x", Head: "h", Ahead: 1, Fetched: "h", Merged: "h"}, "f/x +1 merged"},
+		{&session.Clone{Branch: "f/x", Head: "h2", Ahead: 2, Merged: "h1"}, "f/x +2"},
+	} {
+		if got := branchText(c.c); got != c.want {
+			t.Errorf("branchText(%+v) = %q, want %q", c.c, got, c.want)
+		}
 	}
 }

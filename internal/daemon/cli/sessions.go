@@ -234,11 +234,11 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				}
 			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tCREATED\tREASON")
+			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tBRANCH\tCREATED\tREASON")
 			now := time.Now()
 			for _, s := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
-					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), ago(s.Created), reasonText(s))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
+					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), branchText(s.Clone), ago(s.Created), reasonText(s))
 			}
 			return tw.Flush()
 		},
@@ -248,6 +248,31 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print session ids only, one a line")
 	cmd.Flags().BoolVar(&allUsers, "all-users", false, "every person's sessions, not only yours and those shared with you (admins)")
 	return cmd
+}
+
+// branchText is a clone session's branch for ls: its name, how many
+// commits it is beyond its base, '*' for changes not committed, and
+// whether the host has it (fetched, merged); "-" for a session without a
+// clone.
+func branchText(c *session.Clone) string {
+	if c == nil {
+		return "-"
+	}
+	t := c.Branch
+	if c.Ahead > 0 {
+		t += fmt.Sprintf(" +%d", c.Ahead)
+	}
+	if c.Dirty {
+		t += "*"
+	}
+	switch {
+	case c.Head == "" || c.Ahead == 0:
+	case c.Head == c.Merged:
+		t += " merged"
+	case c.Head == c.Fetched:
+		t += " fetched"
+	}
+	return t
 }
 
 func ago(t time.Time) string {
@@ -331,11 +356,24 @@ func rmCmd(g *globals, o IO) *cobra.Command {
 				if s.Observed == session.Running {
 					return s, fmt.Errorf("session %s is running; paddock sleep %s first, or paddock rm -f %s: %w", s.Name, s.Name, s.Name, errdefs.ErrConflict)
 				}
+				// Its clone goes with it: work the host does not have is
+				// dropped on purpose only.
+				if c := s.Clone; c.Unsaved() {
+					what := fmt.Sprintf("%d commit(s) on %s that were neither fetched nor merged", c.Ahead, c.Branch)
+					switch {
+					case c.Dirty && c.Head == c.Fetched || c.Dirty && c.Head == c.Merged || c.Dirty && c.Ahead == 0:
+						what = "changes it has not committed"
+					case c.Dirty:
+						what += ", and changes it has not committed"
+					}
+					return s, fmt.Errorf("session %s has %s (as of %s): they go with it; paddock wake %s, then paddock fetch %s (or merge) keeps them; paddock rm -f %s drops them: %w",
+						s.Name, what, ago(c.Checked), s.Name, s.Name, s.Name, errdefs.ErrConflict)
+				}
 			}
 			return c.RemoveSession(cmd.Context(), ref, keep)
 		}, func(s session.Session) string { return s.Name + " is removed" })
 	cmd.Flags().BoolVar(&keep, "keep-volume", false, "keep the session volume (recorded; prune keeps it too unless --volumes)")
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove a running session too, or a clone session whose work was not fetched")
 	cmd.SuggestFor = []string{"remove", "delete", "kill"}
 	return cmd
 }

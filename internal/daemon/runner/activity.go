@@ -150,6 +150,9 @@ func (r *Runner) activityChanged(s session.Session, prev, a activity.Activity) {
 		r.notify(s, a)
 	}
 	r.persistActivity(s.ID)
+	if s.Clone != nil && prev.State == activity.Working {
+		go r.refreshClone(s.ID) // a turn ended: what its branch holds now, for ls and rm
+	}
 }
 
 // persistActivity saves the session's record with its current activity,

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/sessions/gitimport"
+	"github.com/paddockhq/paddock/internal/sessions/hostrun"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 
@@ -115,7 +117,17 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 	}
 	sw := &safeText{w: w, color: o.Color}
 	code, err := streamFromBox(lv.link.Client, 2*time.Minute, lv.env, func(rd io.Reader) error {
-		n, err := io.Copy(sw, io.LimitReader(rd, maxDiff+1))
+		br := bufio.NewReader(rd)
+		names, err := readNames(br)
+		if err != nil {
+			return err
+		}
+		if banner := hostrun.Banner(hostrun.Classify(names)); banner != "" && !o.NameOnly {
+			if _, err := io.WriteString(w, banner+"\n"); err != nil {
+				return err
+			}
+		}
+		n, err := io.Copy(sw, io.LimitReader(br, maxDiff+1))
 		if err == nil && n > maxDiff {
 			_, _ = io.WriteString(w, fmt.Sprintf("\n(paddock: the diff goes on past %d MiB; see it in the box: paddock exec %s -- git diff %s)\n", maxDiff>>20, s.Name, s.Clone.Base))
 			return nil
@@ -129,6 +141,24 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 		return fmt.Errorf("diff in the box: git exited %d (paddock exec %s -- git status says more): %w", code, s.Name, errdefs.ErrUnavailable)
 	}
 	return sw.flush()
+}
+
+// maxNames bounds the list of changed files diff.sh prints first.
+const maxNames = 16 << 20
+
+// readNames reads what diff.sh prints before the diff: a line with a
+// length, then that many bytes of NUL-terminated file names.
+func readNames(br *bufio.Reader) ([]string, error) {
+	line, err := br.ReadSlice('\n')
+	n, perr := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil || perr != nil || n < 0 || n > maxNames {
+		return nil, fmt.Errorf("the box's diff did not begin with the list of its files (%q): %w", logkeyClip(string(line)), errdefs.ErrUnavailable)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, fmt.Errorf("the box's list of changed files was cut short: %w", errdefs.ErrUnavailable)
+	}
+	return hostrun.ParseNameOnlyZ(b), nil
 }
 
 // maxFetch bounds the bundle a fetch takes from a box.
@@ -146,16 +176,12 @@ func (r *Runner) FetchSession(ctx context.Context, ref string) (api.FetchResult,
 		return api.FetchResult{}, err
 	}
 	c := s.Clone
-	out, code, err := runIn(lv.link.Client, lv.env, nil, "sh", "-c", branchStateScript, "sh", sandbox.WorkspaceDir, c.Branch, c.Base)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || code != 0 || len(lines) != 3 || !gitimport.IsOID(lines[0]) {
-		return api.FetchResult{}, fmt.Errorf("session %q has no branch %s in its clone any more (exit %d: %s): paddock exec %s -- git -C /workspace branch shows what it has: %w",
-			s.Name, c.Branch, code, logkeyClip(out), s.Name, errdefs.ErrConflict)
+	st, err := readBranch(lv, s)
+	if err != nil {
+		return api.FetchResult{}, err
 	}
-	res := api.FetchResult{Commit: lines[0], Uncommitted: lines[2] == "dirty"}
-	if res.Ahead, err = strconv.Atoi(lines[1]); err != nil {
-		return api.FetchResult{}, fmt.Errorf("session %q: count of its commits: %q: %w", s.Name, lines[1], errdefs.ErrUnavailable)
-	}
+	r.noteClone(s.ID, func(c *session.Clone) { st.apply(c) })
+	res := api.FetchResult{Commit: st.head, Ahead: st.ahead, Uncommitted: st.dirty}
 	if res.Ahead == 0 {
 		return res, nil
 	}
@@ -169,7 +195,7 @@ func (r *Runner) FetchSession(ctx context.Context, ref string) (api.FetchResult,
 	}
 	o := gitimport.Options{Repo: s.Workspace, Session: s.Name, Branches: []string{c.Branch}, MaxBytes: maxFetch, UID: uid, GID: gid}
 	var im gitimport.Result
-	code, err = streamFromBox(lv.link.Client, 10*time.Minute, lv.env, func(rd io.Reader) error {
+	code, err := streamFromBox(lv.link.Client, 10*time.Minute, lv.env, func(rd io.Reader) error {
 		var err error
 		im, err = gitimport.Import(ctx, o, rd)
 		return err
@@ -192,8 +218,111 @@ func (r *Runner) FetchSession(ctx context.Context, ref string) (api.FetchResult,
 	if res.Ref == "" {
 		return res, fmt.Errorf("fetch session %q: its bundle did not carry %s: %w", s.Name, c.Branch, errdefs.ErrUnavailable)
 	}
+	r.noteClone(s.ID, func(c *session.Clone) { c.Fetched = res.Commit })
 	r.log.Info("session fetched", logkey.Session, s.ID, "ref", res.Ref, "commit", res.Commit, "bytes", res.Bytes)
 	return res, nil
+}
+
+// MergeSession implements api.Cloner: FetchSession, then
+// gitimport.Merge of the fetched ref into the owner's branch, as the
+// repository's owner; the changed files the host's tools run are named
+// (hostrun).
+func (r *Runner) MergeSession(ctx context.Context, ref string, o api.MergeOptions) (api.MergeResult, error) {
+	fr, err := r.FetchSession(ctx, ref)
+	res := api.MergeResult{Fetch: fr}
+	if err != nil {
+		return res, err
+	}
+	s, err := r.Session(ctx, ref)
+	if err != nil {
+		return res, err
+	}
+	if fr.Ahead == 0 {
+		return res, fmt.Errorf("session %q has no commit beyond its base yet: nothing to merge (paddock diff %s shows what it has not committed): %w",
+			s.Name, s.Name, errdefs.ErrConflict)
+	}
+	uid, gid, err := ownerOfDir(s.Workspace)
+	if err != nil {
+		return res, fmt.Errorf("repository %s: %w", s.Workspace, err)
+	}
+	mo := gitimport.MergeOptions{
+		Options: gitimport.Options{Repo: s.Workspace, Session: s.Name, UID: uid, GID: gid},
+		Ref:     fr.Ref, Into: o.Into, Squash: o.Squash,
+	}
+	if o.Identity != nil {
+		mo.Identity = *o.Identity
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	m, err := gitimport.Merge(ctx, mo)
+	res.Into, res.Old, res.New, res.Kind, res.WorkTree, res.Files = m.Into, m.Old, m.New, m.Kind, m.WorkTree, len(m.Changed)
+	for _, f := range hostrun.Classify(m.Changed) {
+		res.HostRun = append(res.HostRun, api.HostRunPath{Path: f.Path, Why: f.Why})
+	}
+	if err != nil {
+		return res, fmt.Errorf("merge session %q: %w", s.Name, err)
+	}
+	r.noteClone(s.ID, func(c *session.Clone) { c.Merged = fr.Commit })
+	r.log.Info("session merged", logkey.Session, s.ID, "into", res.Into, "kind", res.Kind, "commit", res.New)
+	return res, nil
+}
+
+// branchState is a clone's branch as scripts/branchstate.sh reads it.
+type branchState struct {
+	head  string
+	ahead int
+	dirty bool
+}
+
+func (st branchState) apply(c *session.Clone) {
+	c.Head, c.Ahead, c.Dirty, c.Checked = st.head, st.ahead, st.dirty, time.Now().UTC()
+}
+
+// readBranch reads the clone session's branch in its box.
+func readBranch(lv *live, s session.Session) (branchState, error) {
+	c := s.Clone
+	out, code, err := runIn(lv.link.Client, lv.env, nil, "sh", "-c", branchStateScript, "sh", sandbox.WorkspaceDir, c.Branch, c.Base)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || code != 0 || len(lines) != 3 || !gitimport.IsOID(lines[0]) {
+		return branchState{}, fmt.Errorf("session %q has no branch %s in its clone any more (exit %d: %s): paddock exec %s -- git -C /workspace branch shows what it has: %w",
+			s.Name, c.Branch, code, logkeyClip(out), s.Name, errdefs.ErrConflict)
+	}
+	st := branchState{head: lines[0], dirty: lines[2] == "dirty"}
+	if st.ahead, err = strconv.Atoi(lines[1]); err != nil {
+		return st, fmt.Errorf("session %q: count of its commits: %q: %w", s.Name, lines[1], errdefs.ErrUnavailable)
+	}
+	return st, nil
+}
+
+// noteClone changes the clone record of session id with f, under the
+// session's lock; a session gone or without a clone is left alone.
+func (r *Runner) noteClone(id string, f func(*session.Clone)) {
+	_, unlock := r.lockSlot(id)
+	defer unlock()
+	s, err := r.reload(id)
+	if err != nil || s.Clone == nil || s.Observed == session.Removed {
+		return
+	}
+	f(s.Clone)
+	if err := r.save(&s); err != nil {
+		r.log.Warn("session record not saved", logkey.Session, id, logkey.Error, err)
+	}
+}
+
+// refreshClone reads a running clone session's branch into its record
+// (best effort: a box that does not answer leaves the record as it was).
+func (r *Runner) refreshClone(id string) {
+	s, err := r.reload(id)
+	lv := r.getLive(id)
+	if err != nil || s.Clone == nil || lv == nil || lv.link == nil {
+		return
+	}
+	st, err := readBranch(lv, s)
+	if err != nil {
+		r.log.Debug("clone branch not read", logkey.Session, id, logkey.Error, err)
+		return
+	}
+	r.noteClone(id, func(c *session.Clone) { st.apply(c) })
 }
 
 // logkeyClip is a box's output, clipped and on one line, for an error.

@@ -39,6 +39,9 @@ func (r *Runner) Sleep(ctx context.Context, ref string) (session.Session, error)
 
 // sleepWithReason is Sleep, recording why (the automatic policy's).
 func (r *Runner) sleepWithReason(ctx context.Context, ref, reason string) (session.Session, error) {
+	if s, err := r.Session(ctx, ref); err == nil && s.Clone != nil {
+		r.refreshClone(s.ID) // its branch as the box leaves it, for ls and rm
+	}
 	s, be, unlock, err := r.lockAndDetach(ctx, ref, session.OpSleep)
 	if err != nil {
 		return s, err

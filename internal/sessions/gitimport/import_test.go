@@ -159,6 +159,22 @@ func (f *fixture) asOwner(cmd *exec.Cmd) *exec.Cmd {
 	return cmd
 }
 
+// markers makes a directory of marks and returns it, with prog: a
+// program that leaves a mark named name when run, then runs tail.
+func (f *fixture) markers(tail string) (marks string, prog func(name string) string) {
+	marks = filepath.Join(f.dir, "marks")
+	bin := filepath.Join(f.dir, "bin")
+	openDir(f.t, marks)
+	openDir(f.t, bin)
+	return marks, func(name string) string {
+		p := filepath.Join(bin, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\ntouch '"+filepath.Join(marks, name)+"'\n"+tail+"\n"), 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+		return p
+	}
+}
+
 // openDir makes a directory anyone may write in (the owner's processes
 // leave marks and traces there).
 func openDir(t *testing.T, dir string) {
@@ -725,18 +741,7 @@ var hookNames = []string{"applypatch-msg", "pre-applypatch", "post-applypatch", 
 // git in the same repository, so the test shows the config is live.
 func TestImportRunsNothingOfTheRepository(t *testing.T) {
 	f := newFixture(t)
-	marks := filepath.Join(f.dir, "marks")
-	bin := filepath.Join(f.dir, "bin")
-	openDir(t, marks)
-	openDir(t, bin)
-	// prog is a program that leaves a mark named name when run.
-	prog := func(name string) string {
-		p := filepath.Join(bin, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\ntouch '"+filepath.Join(marks, name)+"'\ncat >/dev/null 2>&1 </dev/null\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	marks, prog := f.markers("cat >/dev/null 2>&1 </dev/null\nexit 1")
 	hooks := filepath.Join(f.dir, "hooks")
 	os.Mkdir(hooks, 0o755)
 	for _, h := range hookNames {

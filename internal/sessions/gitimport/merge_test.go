@@ -226,17 +226,7 @@ func TestMergeInto(t *testing.T) {
 // same repository runs them for plain git.
 func TestMergeRunsNothingOfTheRepository(t *testing.T) {
 	f := newFixture(t)
-	marks := filepath.Join(f.dir, "marks")
-	bin := filepath.Join(f.dir, "bin")
-	openDir(t, marks)
-	openDir(t, bin)
-	prog := func(name string) string {
-		p := filepath.Join(bin, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\ntouch '"+filepath.Join(marks, name)+"'\ncat\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	marks, prog := f.markers("cat")
 	// A file both sides change, apart: a real three-way content merge.
 	lines := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
 	f.hostCommit("merge.txt", lines)

@@ -54,9 +54,12 @@ const (
 	// conversation comes along, so it needs an operator.
 	OpExport Op = "export"
 	// OpDiff shows a clone session's change against its base; OpFetch
-	// brings its branch into the host repository (paddock diff, fetch).
+	// brings its branch into the host repository (paddock diff, fetch);
+	// OpMerge merges it into a branch of the owner's, whose working tree
+	// it writes: the owner's alone (paddock merge).
 	OpDiff  Op = "diff"
 	OpFetch Op = "fetch"
+	OpMerge Op = "merge"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -72,6 +75,7 @@ var allowed = map[Op][]State{
 	OpExport: {Created, Running, Asleep, Failed},
 	OpDiff:   {Running},
 	OpFetch:  {Running},
+	OpMerge:  {Running},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -84,7 +88,7 @@ func Check(op Op, name string, cur State) error {
 	}
 	hint := ""
 	switch {
-	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch):
+	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch || op == OpMerge):
 		hint = fmt.Sprintf("; wake it first: paddock wake %s", name)
 	case cur == Running && (op == OpWake || op == OpStart):
 		hint = fmt.Sprintf("; it already runs: paddock attach %s", name)
@@ -426,7 +430,7 @@ var Need = map[Op]Role{
 	OpView: RoleObserver, OpObserve: RoleObserver, OpDrive: RoleDriver,
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
 	OpShare: RoleOwner, OpExport: RoleOperator,
-	OpDiff: RoleObserver, OpFetch: RoleOperator,
+	OpDiff: RoleObserver, OpFetch: RoleOperator, OpMerge: RoleOwner,
 }
 
 // Clone is a clone session's branch: made in the box at its first start
@@ -438,6 +442,26 @@ type Clone struct {
 	Base string `json:"base"`
 	// From is what the creator named for the base ("HEAD" unless given).
 	From string `json:"from,omitempty"`
+
+	// What the Runner last saw of the branch (at the end of each turn, a
+	// diff, fetch or merge, and before the box sleeps), as of Checked:
+	// its commit, how many commits it is beyond Base, and whether the
+	// clone had changes not committed.
+	Head    string    `json:"head,omitempty"`
+	Ahead   int       `json:"ahead,omitempty"`
+	Dirty   bool      `json:"dirty,omitempty"`
+	Checked time.Time `json:"checked,omitzero"`
+	// Fetched is the branch's commit the last fetch brought into the
+	// host repository; Merged the one the last merge merged.
+	Fetched string `json:"fetched,omitempty"`
+	Merged  string `json:"merged,omitempty"`
+}
+
+// Unsaved says the branch, as last seen, holds work the host repository
+// does not have: commits neither fetched nor merged, or changes not
+// committed. A session never seen says nothing.
+func (c *Clone) Unsaved() bool {
+	return c != nil && (c.Dirty || c.Ahead > 0 && c.Head != c.Fetched && c.Head != c.Merged)
 }
 
 // Approval is an egress rule a person approved for a session: until a

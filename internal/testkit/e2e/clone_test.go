@@ -168,10 +168,53 @@ func TestCloneSessions(t *testing.T) {
 					t.Errorf("the fetch changed %s", p)
 				}
 			}
+			// merge of the first: a fast-forward of the host's checked-out
+			// branch, its working tree updated.
+			out, _ = e.pdAs(person, "merge", one)
+			if !strings.Contains(out, "merged session "+one+" into main: fast-forward") || !strings.Contains(out, "working tree is updated") {
+				t.Fatalf("merge %s said %q", one, out)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD")); got != head1 {
+				t.Fatalf("the host's HEAD after the merge: %q, want %q", got, head1)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "main.txt")); string(b) != "hello clone\n" {
+				t.Fatalf("main.txt after the merge: %q", b)
+			}
+			if st := hostGit(t, ws, "status", "--porcelain", "--untracked-files=no"); st != "" {
+				t.Fatalf("the host's status after the merge: %q", st)
+			}
+			// The second changes main.txt too, and a Makefile: its diff
+			// says first that the host runs the Makefile; its merge
+			// conflicts, names the file and changes nothing.
+			e.pd("exec", two, "--", "sh", "-c", "cd /workspace && echo 'hello two' > main.txt && printf 'all:\\n\\ttrue\\n' > Makefile && git add main.txt Makefile && git commit -qm 'two edits main.txt'")
+			if got := e.pd("diff", two, "--stat"); !strings.HasPrefix(got, "This change touches files") || !strings.Contains(got, "  Makefile: ") || !strings.Contains(got, "main.txt") {
+				t.Fatalf("diff --stat of %s: %q", two, got)
+			}
+			beforeMerge := treeState(t, ws)
+			mout, merrs, code := e.pdRun("merge", two)
+			if code == 0 || !strings.Contains(merrs, `"main.txt"`) || !strings.Contains(merrs, "conflict") || !strings.Contains(merrs, "as it was") {
+				t.Fatalf("merge %s: exit %d %q %q", two, code, mout, merrs)
+			}
+			for _, p := range changed(beforeMerge, treeState(t, ws)) {
+				if !strings.HasPrefix(p, ".git/objects/") && !strings.HasPrefix(p, ".git/refs/remotes") && !strings.HasPrefix(p, ".git/logs/refs/remotes") {
+					t.Errorf("the merge that conflicted changed %s", p)
+				}
+			}
+			// ls: each branch, how far ahead, whether the host has it; rm
+			// of a session with work the host lacks needs -f.
+			e.pd("exec", two, "--", "sh", "-c", "cd /workspace && echo more >> two.txt && git commit -qam more")
+			e.pd("sleep", two)
+			ls := e.pd("ls")
+			if !strings.Contains(ls, "paddock/"+one+" +1 merged") || !strings.Contains(ls, "feature/two +3*") {
+				t.Fatalf("ls:\n%s", ls)
+			}
+			if _, errs, code := e.pdRun("rm", two); code == 0 || !strings.Contains(errs, "3 commit(s) on feature/two that were neither fetched nor merged") || !strings.Contains(errs, "rm -f") {
+				t.Fatalf("rm %s: exit %d %q", two, code, errs)
+			}
 			own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
-			for p, v := range treeState(t, filepath.Join(ws, ".git")) {
+			for p, v := range treeState(t, ws) {
 				if !strings.Contains(v, own) {
-					t.Errorf(".git/%s is not the owner's: %s", p, v)
+					t.Errorf("%s is not the owner's: %s", p, v)
 				}
 			}
 		})

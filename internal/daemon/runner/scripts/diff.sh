@@ -7,14 +7,19 @@
 # Arguments: $1 the workspace; $2 the base commit; $3 and on, git diff's
 #   options (--stat, --name-only, --color=...).
 # Stdin: none.
-# Output: the diff.
+# Output: the changed files' names (git diff --name-only -z), after a
+#   line with their length in bytes; then the diff.
 # Exit status: 0, or git's when it fails.
 set -e
 cd "$1"
 base=$2
 shift 2
 idx=$(mktemp /tmp/paddock-diff-index.XXXXXX)
-trap 'rm -f "$idx"' EXIT
+names=$(mktemp /tmp/paddock-diff-names.XXXXXX)
+trap 'rm -f "$idx" "$names"' EXIT
 if [ -f .git/index ]; then cp .git/index "$idx"; else rm -f "$idx"; fi
 GIT_INDEX_FILE=$idx git add -A
+GIT_INDEX_FILE=$idx git diff --cached --no-ext-diff --name-only -z "$base" -- >"$names"
+wc -c <"$names"
+cat "$names"
 GIT_INDEX_FILE=$idx git -c core.pager=cat diff --cached --no-ext-diff "$@" "$base" --
