@@ -23,10 +23,14 @@
 //     object of the pack names exists. index-pack reads no fsck.* config,
 //     so the repository cannot turn a check off; git fetch would read
 //     fetch.fsck.* and fsck.skipList.
-//  3. Each branch tip must be a commit, and everything it reaches must be
+//  3. No object of the pack may be larger than MaxObject inflated (git
+//     cat-file --batch-all-objects in the quarantine alone): a pack of a
+//     few megabytes can hold gigabytes of zeros, which a merge would
+//     write to the owner's disk.
+//  4. Each branch tip must be a commit, and everything it reaches must be
 //     there: git rev-list --objects --stdin --not --all, as git fetch's
 //     connectivity check, but without --alternate-refs.
-//  4. Only then the pack moves into the repository's objects (objdir.sh),
+//  5. Only then the pack moves into the repository's objects (objdir.sh),
 //     and one git update-ref --stdin --no-deref transaction sets the refs,
 //     each from the value read before (or from none), so a concurrent
 //     change fails it whole. A failure before leaves nothing: the
@@ -138,6 +142,10 @@ import (
 // DefaultMaxBytes bounds a bundle when Options.MaxBytes is 0.
 const DefaultMaxBytes = 1 << 30
 
+// DefaultMaxObject bounds one object when Options.MaxObject is 0: four
+// times what GitHub takes in one file.
+const DefaultMaxObject = 400 << 20
+
 // Options say where a bundle goes and as whom.
 type Options struct {
 	// Repo is the host repository, an absolute path: its working tree
@@ -154,6 +162,12 @@ type Options struct {
 	// MaxBytes bounds the bundle, header and pack; 0 is DefaultMaxBytes.
 	// A longer stream is refused and nothing is imported.
 	MaxBytes int64
+	// MaxObject bounds each object of the pack, as git stores it
+	// inflated (a file as a checkout writes it); 0 is DefaultMaxObject.
+	// A pack compresses well: a bundle of a few megabytes can hold a blob
+	// of gigabytes of zeros, which a merge would write to the owner's
+	// disk. A larger object is refused and nothing is imported.
+	MaxObject int64
 	// UID and GID are the repository's owner, as whom every process runs.
 	// UID must own the git directory and must not be 0.
 	UID, GID uint32
@@ -395,6 +409,9 @@ func (im *importer) run(ctx context.Context, h Header, take map[string]Ref, br *
 	if err := im.indexPack(ctx, quarantine, br, in); err != nil {
 		return nil, err
 	}
+	if err := im.checkSizes(ctx, q); err != nil {
+		return nil, err
+	}
 	if err := im.checkTips(ctx, quarantine, take); err != nil {
 		return nil, err
 	}
@@ -525,6 +542,46 @@ func (im *importer) indexPack(ctx context.Context, quarantine []string, br *bufi
 	}
 	if hash, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "pack\t"); !ok || !isHex([]byte(hash)) {
 		return fmt.Errorf("git index-pack said %q, not the pack it wrote", cut(out.String(), 100))
+	}
+	return nil
+}
+
+// checkSizes refuses the import if an object of the pack in the
+// quarantine q is larger than the bound, inflated. It reads the
+// quarantine alone (no alternates): the pack, its thin bases added.
+func (im *importer) checkSizes(ctx context.Context, q string) error {
+	max := im.o.MaxObject
+	if max <= 0 {
+		max = DefaultMaxObject
+	}
+	cmd := im.git.gitCmd(ctx, []string{"GIT_OBJECT_DIRECTORY=" + q, "GIT_ALTERNATE_OBJECT_DIRECTORIES="},
+		"cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectsize) %(objecttype) %(objectname)")
+	stderr := &tail{max: maxStderr}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start git cat-file: %w", err)
+	}
+	var large string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[0], 10, 64); err == nil && n > max && large == "" {
+			large = fmt.Sprintf("a %s of %d bytes (%s)", f[1], n, f[2])
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("list the bundle's objects: %w: %s", err, stderr)
+	}
+	if large != "" {
+		return fmt.Errorf("the session's branch holds %s, larger than %d bytes, the bound of one object: nothing was imported; "+
+			"look at what the session committed (paddock diff --stat), or raise the bound: %w", large, max, errdefs.ErrLimit)
 	}
 	return nil
 }

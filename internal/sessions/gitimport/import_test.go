@@ -1015,3 +1015,26 @@ func TestImportObjectFormat(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestImportObjectBound: a bundle far under the size bound whose one blob
+// inflates past the object bound (zeros compress well) is refused and
+// leaves nothing; one under it comes in.
+func TestImportObjectBound(t *testing.T) {
+	f := newFixture(t)
+	f.commit("zeros.bin", strings.Repeat("\x00", 64<<10))
+	b := f.bundle("main..paddock/x")
+	if len(b) > 4<<10 {
+		t.Fatalf("the bundle is %d bytes; the test wants a small one", len(b))
+	}
+	o := f.opts("s1")
+	o.MaxObject = 32 << 10
+	_, err := f.importBytes(o, b)
+	if !errdefs.Is(err, errdefs.ErrLimit) || !strings.Contains(err.Error(), "blob of 65536 bytes") {
+		t.Fatalf("a 64 KiB blob with a 32 KiB bound: %v", err)
+	}
+	noQuarantine(t, f.gitDir)
+	o.MaxObject = 64 << 10
+	if res, err := f.importBytes(o, b); err != nil || len(res.Imported) != 1 {
+		t.Fatalf("at the bound: %+v %v", res, err)
+	}
+}

@@ -200,12 +200,13 @@ func TestCloneSessions(t *testing.T) {
 					t.Errorf("the merge that conflicted changed %s", p)
 				}
 			}
-			// ls: each branch, how far ahead, whether the host has it; rm
+			// ls: each branch, how far ahead, whether the host has it (the
+			// first has hook-fired, not committed: *); rm
 			// of a session with work the host lacks needs -f.
 			e.pd("exec", two, "--", "sh", "-c", "cd /workspace && echo more >> two.txt && git commit -qam more")
 			e.pd("sleep", two)
 			ls := e.pd("ls")
-			if !strings.Contains(ls, "paddock/"+one+" +1 merged") || !strings.Contains(ls, "feature/two +3*") {
+			if !strings.Contains(ls, "paddock/"+one+" +1* merged") || !strings.Contains(ls, "feature/two +3*") {
 				t.Fatalf("ls:\n%s", ls)
 			}
 			if _, errs, code := e.pdRun("rm", two); code == 0 || !strings.Contains(errs, "3 commit(s) on feature/two that were neither fetched nor merged") || !strings.Contains(errs, "rm -f") {
@@ -216,6 +217,100 @@ func TestCloneSessions(t *testing.T) {
 				if !strings.Contains(v, own) {
 					t.Errorf("%s is not the owner's: %s", p, v)
 				}
+			}
+		})
+	}
+}
+
+// TestCloneHostile: a box that arms its clone against the host (its
+// .git/config names an fsmonitor, a filter and hooks that would leave
+// marks in the host's /tmp; it commits a symlink to /etc/passwd and a
+// .gitattributes naming the filter) gets its branch fetched and merged
+// with none of it run and nothing written but the owner's files; diff and
+// merge name .gitattributes first. A 2 GB blob of zeros, a small bundle,
+// is refused whole by the fetch and the merge, saying why.
+func TestCloneHostile(t *testing.T) {
+	e := newEnv(t)
+	person := gitPerson(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			ws := ownedRepo(t)
+			name := "hostile-" + backend
+			mark := filepath.Join(os.TempDir(), "paddock-hostile-"+backend)
+			t.Cleanup(func() {
+				m, _ := filepath.Glob(mark + "*")
+				for _, p := range m {
+					os.Remove(p)
+				}
+			})
+			passwd, err := os.ReadFile("/etc/passwd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.pdAs(person, "run", "-d", "--name", name, "--backend", backend, "--workspace", ws, "--clone")
+			defer e.pdRun("rm", "-f", name)
+			e.waitScreen(name, promptReady, 30*time.Second)
+			arm := `set -e; cd /workspace
+m=` + mark + `
+git config core.fsmonitor "touch $m-fsmonitor"
+git config filter.evil.smudge "touch $m-smudge; cat"
+git config filter.evil.clean "touch $m-clean; cat"
+git config merge.evil.driver "touch $m-merge"
+for h in post-checkout post-merge reference-transaction pre-commit post-index-change; do
+	printf '#!/bin/sh\ntouch %s-hook-%s\n' "$m" "$h" > .git/hooks/$h; chmod +x .git/hooks/$h
+done
+echo '* filter=evil merge=evil' > .gitattributes
+ln -s /etc/passwd passwd
+echo work > work.txt
+git add .gitattributes passwd work.txt
+git -c core.hooksPath=/dev/null commit -qm 'armed'`
+			e.pd("exec", name, "--", "sh", "-c", arm)
+			if got := e.pd("diff", name, "--stat"); !strings.HasPrefix(got, "This change touches files") || !strings.Contains(got, "  .gitattributes: ") {
+				t.Fatalf("diff --stat: %q", got)
+			}
+			out, errs := e.pdAs(person, "merge", name)
+			if !strings.Contains(out, "fast-forward") || !strings.Contains(errs, ".gitattributes: ") {
+				t.Fatalf("merge: %q %q", out, errs)
+			}
+			if m, _ := filepath.Glob(mark + "*"); len(m) > 0 {
+				t.Fatalf("the box's programs ran on the host: %v", m)
+			}
+			if l, err := os.Readlink(filepath.Join(ws, "passwd")); err != nil || l != "/etc/passwd" {
+				t.Fatalf("passwd in the host's tree: %q %v", l, err)
+			}
+			if b, _ := os.ReadFile("/etc/passwd"); string(b) != string(passwd) {
+				t.Fatal("/etc/passwd changed")
+			}
+			own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+			for p, v := range treeState(t, ws) {
+				if !strings.Contains(v, own) {
+					t.Errorf("%s is not the owner's: %s", p, v)
+				}
+			}
+			if cfg, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); strings.Contains(string(cfg), "evil") || strings.Contains(string(cfg), "fsmonitor") {
+				t.Fatalf("the box's config reached the host's: %s", cfg)
+			}
+
+			// Two gigabytes of zeros: a bundle of a few megabytes.
+			e.pd("exec", name, "--", "sh", "-c", "cd /workspace && truncate -s 2G big.bin && git add big.bin && git -c core.hooksPath=/dev/null commit -qm big")
+			ref := "refs/remotes/paddock/" + name + "/paddock/" + name
+			before := strings.TrimSpace(hostGit(t, ws, "rev-parse", ref))
+			head := strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD"))
+			for _, verb := range []string{"fetch", "merge"} {
+				_, errs, code := e.pdRun(verb, name)
+				if code == 0 || !strings.Contains(errs, "a blob of 2147483648 bytes") || !strings.Contains(errs, "nothing was imported") {
+					t.Fatalf("%s with a 2 GB blob: exit %d %q", verb, code, errs)
+				}
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "rev-parse", ref)); got != before {
+				t.Fatalf("%s moved to %s", ref, got)
+			}
+			if got := strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD")); got != head {
+				t.Fatalf("HEAD moved to %s", got)
+			}
+			if _, err := os.Lstat(filepath.Join(ws, "big.bin")); err == nil {
+				t.Fatal("big.bin reached the host's tree")
 			}
 		})
 	}
