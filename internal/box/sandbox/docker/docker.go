@@ -320,13 +320,15 @@ func (b *Backend) unmountWorkspace(session string) {
 }
 
 // dropWorkspaceMount undoes mountWorkspace when the box is removed. The
-// mount point is removed as an empty directory only, never recursively.
+// mount point is removed as an empty directory only, never recursively;
+// what the session kept across restarts (its .git/worktrees) goes too.
 func (b *Backend) dropWorkspaceMount(session string) {
 	if sandbox.ValidSession(session) != nil {
 		return
 	}
 	b.unmountWorkspace(session)
 	_ = os.Remove(b.wsMount(session))
+	_ = wsmount.Forget(b.wsState(session)) // the session's .git/worktrees
 }
 
 // checkWorkspace refuses host directories that would hand the box the

@@ -130,6 +130,7 @@ func Run(t *testing.T, s Setup) {
 	t.Run("Workspace", func(t *testing.T) { workspace(t, s) })
 	t.Run("WorkspaceHostCode", func(t *testing.T) { workspaceHostCode(t, s) })
 	t.Run("WorkspaceGitAllowList", func(t *testing.T) { workspaceGitAllowList(t, s) })
+	t.Run("WorkspaceGitWorktree", func(t *testing.T) { workspaceGitWorktree(t, s) })
 	t.Run("WorkspaceRefused", func(t *testing.T) { workspaceRefused(t, s) })
 	t.Run("CloneOrigin", func(t *testing.T) { cloneOrigin(t, s) })
 	t.Run("KeepVolumeAndPrune", func(t *testing.T) { keepVolume(t, s) })

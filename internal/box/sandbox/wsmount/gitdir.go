@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,9 +47,22 @@ import (
 //     (syncGit): from the box to the host only those names, only regular
 //     files, only what parses as what git would write there (an index that
 //     would make the owner's git look away from a file is kept back);
+//   - GitSession, the linked worktrees' administrative directories
+//     (worktrees), is a directory of the session's, kept beside the
+//     mount's state across the box's restarts and removed with the box;
+//     the host's is not in the box at all, and nothing of the session's
+//     ever reaches the host: the owner's git in the main worktree reads
+//     worktrees/<id>/ too, and what it finds there can make it delete a
+//     directory (gc of an entry that is a symlink), write a .git file
+//     anywhere (worktree repair of a gitdir), append to any file (a
+//     reflog that is a symlink) or run a program (worktree remove runs
+//     git status with the entry's commondir and config.worktree); see
+//     docs/SECURITY.md, "What a linked worktree can carry". A linked
+//     worktree the box makes works in the box (git worktree add, Claude
+//     Code's --worktree); its commits reach the host as branches, in
+//     refs/ and objects/, as every other commit does;
 //   - everything else the host's git directory holds (config, hooks, info,
-//     modules, worktrees, description, ...) is the host's, bound
-//     read-only.
+//     modules, description, ...) is the host's, bound read-only.
 //
 // Whatever else the box makes in its .git (a commondir, a config of its
 // own, hooks, a rebase's todo list) stays in the box's directory, which
@@ -63,6 +77,20 @@ var GitShared = []string{"objects", "refs", "lfs"}
 // writes and the host's must never read from the box: the box gets them
 // empty, of its own (see the list above).
 var GitPrivate = []string{"logs"}
+
+// GitSession lists the directories of a git directory that are the
+// session's own, kept across the box's restarts, never the host's (see
+// the list above).
+var GitSession = []string{"worktrees"}
+
+// worktreesOf is where the session's .git/worktrees is kept for the
+// mount whose state file is state.
+func worktreesOf(state string) string { return strings.TrimSuffix(state, ".json") + ".worktrees" }
+
+// Forget removes what a mount keeps for its session across the box's
+// restarts (its .git/worktrees), when the box goes for good. It never
+// follows a symlink or leaves the file system.
+func Forget(state string) error { return removeTree(worktreesOf(state)) }
 
 // GitSynced lists the files at the top of a git directory that git
 // rewrites as it works, each only data, carried between the box's copy
@@ -180,8 +208,8 @@ func mountGitDir(root int, o Options, own Owner) error {
 			continue
 		case kind != unix.S_IFREG && kind != unix.S_IFDIR:
 			continue // a socket or fifo: nothing the box needs
-		case slices.Contains(GitPrivate, name):
-			continue // the box's own, made below
+		case slices.Contains(GitPrivate, name) || slices.Contains(GitSession, name):
+			continue // the box's or the session's own, made below
 		}
 		fd, err := openBeneath(g, name)
 		if err != nil {
@@ -213,6 +241,30 @@ func mountGitDir(root int, o Options, own Owner) error {
 		}
 	}
 	for _, name := range GitPrivate {
+		p := filepath.Join(boxRoot, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return fmt.Errorf("workspace: the box's .git/%s: %w", name, err)
+		}
+		if err := os.Lchown(p, o.BoxUID, o.BoxGID); err != nil {
+			return fmt.Errorf("workspace: the box's .git/%s: %w", name, err)
+		}
+	}
+	// The session's own, kept from the box's last run (made at the first).
+	for _, name := range GitSession {
+		keep := worktreesOf(o.State)
+		if err := os.Mkdir(keep, 0o755); err == nil {
+			err = os.Lchown(keep, o.BoxUID, o.BoxGID)
+			if err != nil {
+				return fmt.Errorf("workspace: the session's .git/%s: %w", name, err)
+			}
+		} else if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("workspace: the session's .git/%s: %w", name, err)
+		}
+		clone, err := unix.OpenTree(unix.AT_FDCWD, keep, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return fmt.Errorf("workspace: the session's .git/%s: %w", name, err)
+		}
+		binds = append(binds, bind{name, clone})
 		p := filepath.Join(boxRoot, name)
 		if err := os.Mkdir(p, 0o755); err != nil {
 			return fmt.Errorf("workspace: the box's .git/%s: %w", name, err)

@@ -467,3 +467,40 @@ func TestMountOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestMountWorktrees: the box's .git/worktrees is the session's: written
+// by the box, never in the host's .git, kept across an unmount and a new
+// mount (the box's restart), gone with Forget.
+func TestMountWorktrees(t *testing.T) {
+	testenv.Root(t)
+	ws := newWorkspace(t, true)
+	dir := testenv.TraversableTempDir(t)
+	o := Options{Source: ws, Target: filepath.Join(dir, "mnt"), State: filepath.Join(dir, "mnt.json"), BoxUID: boxUID, BoxGID: boxUID}
+	if _, err := Mount(o); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := asBox(t, `set -e; mkdir -p `+o.Target+`/.git/worktrees/x; echo /workspace/wt/.git > `+o.Target+`/.git/worktrees/x/gitdir`); code != 0 {
+		t.Fatalf("the box cannot write its .git/worktrees: %q", out)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "worktrees", "x")); err == nil {
+		t.Fatal("the box's worktree entry is in the host's .git")
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Mount(o); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := asBox(t, `cat `+o.Target+`/.git/worktrees/x/gitdir`); code != 0 || out != "/workspace/wt/.git\n" {
+		t.Fatalf("after a new mount, the box's entry: %d %q", code, out)
+	}
+	if err := Unmount(o.Target, o.State); err != nil {
+		t.Fatal(err)
+	}
+	if err := Forget(o.State); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(worktreesOf(o.State)); err == nil {
+		t.Fatal("Forget left the session's .git/worktrees")
+	}
+}
