@@ -293,7 +293,10 @@ git -c core.hooksPath=/dev/null commit -qm 'armed'`
 			}
 
 			// Two gigabytes of zeros: a bundle of a few megabytes.
-			e.pd("exec", name, "--", "sh", "-c", "cd /workspace && truncate -s 2G big.bin && git add big.bin && git -c core.hooksPath=/dev/null commit -qm big")
+			// (Added without the box's own filter, which would read it all
+			// into memory, and removed from the clone's tree after.)
+			e.pd("exec", name, "--", "sh", "-c", "set -e; cd /workspace && truncate -s 2G big.bin && echo 'big.bin -filter' >> .git/info/attributes && "+
+				"git add big.bin && git -c core.hooksPath=/dev/null commit -qm big && rm big.bin")
 			ref := "refs/remotes/paddock/" + name + "/paddock/" + name
 			before := strings.TrimSpace(hostGit(t, ws, "rev-parse", ref))
 			head := strings.TrimSpace(hostGit(t, ws, "rev-parse", "HEAD"))
@@ -313,5 +316,50 @@ git -c core.hooksPath=/dev/null commit -qm 'armed'`
 				t.Fatal("big.bin reached the host's tree")
 			}
 		})
+	}
+}
+
+// TestWorktreeFromClaude: the real CLI's Bash tool runs git worktree add
+// inside /workspace (where Claude Code's --worktree puts them), commits
+// there, and it works, on a live workspace and in a clone; on the live
+// workspace the commit is the host's branch at once, and the host's
+// .git/worktrees holds nothing of the box's.
+func TestWorktreeFromClaude(t *testing.T) {
+	e := newEnv(t)
+	person := gitPerson(t)
+	for _, backend := range []string{"local", "docker"} {
+		for _, mode := range []string{"live", "clone"} {
+			t.Run(backend+"-"+mode, func(t *testing.T) {
+				e.t = t
+				ws := ownedRepo(t)
+				name := "wt-" + mode + "-" + backend
+				e.fake.SetSteps([]fakeapi.Step{
+					{Name: "Bash", Input: map[string]any{"command": "cd /workspace && git worktree add -q .claude/worktrees/side -b side && cd .claude/worktrees/side && " +
+						"echo side > side.txt && git add side.txt && git commit -qm 'in a worktree' && git worktree list", "description": "a worktree"}},
+				})
+				defer e.fake.SetSteps(nil)
+				args := []string{"run", "-d", "--name", name, "--backend", backend, "--workspace", ws}
+				if mode == "clone" {
+					args = append(args, "--clone")
+				}
+				e.pdAs(person, args...)
+				defer e.pdRun("rm", "-f", name)
+				e.waitScreen(name, promptReady, 30*time.Second)
+				e.typeLine(name, fakeapi.StepsKeyword+" make a worktree")
+				e.waitScreen(name, fakeapi.StepsDone, 60*time.Second)
+				got := strings.TrimSpace(e.pd("exec", name, "--", "git", "-C", "/workspace/.claude/worktrees/side", "log", "-1", "--format=%s"))
+				if got != "in a worktree" {
+					t.Fatalf("the worktree's commit in the box: %q", got)
+				}
+				if _, err := os.Lstat(filepath.Join(ws, ".git", "worktrees")); err == nil {
+					t.Fatal("the host's .git/worktrees exists: the box's entry reached the host")
+				}
+				if mode == "live" {
+					if got := strings.TrimSpace(hostGit(t, ws, "log", "-1", "--format=%s", "side")); got != "in a worktree" {
+						t.Fatalf("branch side on the host: %q", got)
+					}
+				}
+			})
+		}
 	}
 }
