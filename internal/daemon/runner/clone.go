@@ -53,6 +53,10 @@ func resolveBase(ctx context.Context, repo, from string) (string, error) {
 	return gitimport.ResolveCommit(ctx, gitimport.Options{Repo: repo, UID: uid, GID: gid}, from)
 }
 
+// cloneTimeout bounds the clone's checkout in the box: a repository of
+// 100,000 files takes tens of seconds on a small machine.
+const cloneTimeout = 15 * time.Minute
+
 // setupClone makes the session's clone in its box at its first start
 // (scripts/clone.sh; nothing at a later one). Its files are the box
 // user's.
@@ -60,7 +64,7 @@ func setupClone(link *Link, s *session.Session) error {
 	if s.Clone == nil {
 		return nil
 	}
-	out, code, err := runIn(link.Client, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}, nil, "sh", "-c", cloneScript, "sh",
+	out, code, err := runInLimits(link.Client, cloneTimeout, runMaxOutput, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}, nil, "sh", "-c", cloneScript, "sh",
 		sandbox.OriginDir, s.Clone.Base, s.Clone.Branch, sandbox.WorkspaceDir)
 	if err != nil || code != 0 {
 		return fmt.Errorf("make the session's clone in its box: exit %d: %s %v", code, strings.TrimSpace(out), err)

@@ -93,3 +93,55 @@ func TestReadConfigScript(t *testing.T) {
 		t.Errorf("settings a FIFO: %q", got)
 	}
 }
+
+// TestCloneScriptFinishesACutCheckout: clone.sh makes the clone; a
+// checkout cut short (its marker left) is finished at the next run; a
+// whole clone is left as it is, the session's changes in it included.
+func TestCloneScriptFinishesACutCheckout(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	origin, ws := filepath.Join(dir, "origin"), filepath.Join(dir, "ws")
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a"}
+	run := func(dir string, name string, args ...string) string {
+		t.Helper()
+		c := exec.Command(name, args...)
+		c.Dir, c.Env = dir, env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	os.MkdirAll(ws, 0o755)
+	run(dir, "git", "init", "-q", "-b", "main", origin)
+	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("a\n"), 0o644)
+	run(origin, "git", "add", "a.txt")
+	run(origin, "git", "commit", "-qm", "base")
+	base := run(origin, "git", "rev-parse", "HEAD")
+	clone := func() { run(ws, "sh", "-c", cloneScript, "sh", filepath.Join(origin, ".git"), base, "paddock/s", ws) }
+	clone()
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "a\n" {
+		t.Fatalf("the clone's a.txt: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git", "paddock-clone-incomplete")); err == nil {
+		t.Fatal("the marker stayed after a whole checkout")
+	}
+	// A session's change stays through a later start.
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("the session's\n"), 0o644)
+	clone()
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "the session's\n" {
+		t.Fatalf("a later start undid the session's change: %q", b)
+	}
+	// A checkout cut short: finished.
+	os.Remove(filepath.Join(ws, "a.txt"))
+	os.WriteFile(filepath.Join(ws, ".git", "paddock-clone-incomplete"), nil, 0o644)
+	clone()
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "a\n" {
+		t.Fatalf("the cut checkout was not finished: %q", b)
+	}
+	if got := run(ws, "git", "rev-parse", "--abbrev-ref", "HEAD"); got != "paddock/s" {
+		t.Fatalf("branch %q", got)
+	}
+}

@@ -12,12 +12,21 @@
 # Stdin: none.
 # Exit status: 0 when the clone is there, made now or at an earlier
 #   start; git's when a step fails.
+#
+# A checkout cut short (a large repository, a start that timed out) is
+# finished at the next start: .git/paddock-clone-incomplete marks one
+# until its checkout is whole. Nothing of the session's runs before it is.
 set -e
 origin=$1 base=$2 branch=$3
 cd "$4"
-[ ! -e .git ] || exit 0
-git init -q -b "$branch" .
-printf '%s\n' "$origin/objects" > .git/objects/info/alternates
-git update-ref "refs/heads/$branch" "$base"
-git remote add origin "$origin"
+if [ ! -e .git ]; then
+	git init -q -b "$branch" .
+	: > .git/paddock-clone-incomplete
+	printf '%s\n' "$origin/objects" > .git/objects/info/alternates
+	git update-ref "refs/heads/$branch" "$base"
+	git remote add origin "$origin"
+elif [ ! -e .git/paddock-clone-incomplete ]; then
+	exit 0
+fi
 git reset -q --hard
+rm -f .git/paddock-clone-incomplete
