@@ -101,7 +101,9 @@ func bigRepo(b testing.TB, dir string, files, historyMB int) {
 }
 
 // benchPath is the path of bigRepo's file i.
-func benchPath(i int) string { return fmt.Sprintf("src/d%03d/d%02d/f%06d.txt", i%1000, (i/1000)%100, i) }
+func benchPath(i int) string {
+	return fmt.Sprintf("src/d%03d/d%02d/f%06d.txt", i%1000, (i/1000)%100, i)
+}
 
 // timed is how long the command takes, run as the workspace's owner; it
 // fails b if it fails.
