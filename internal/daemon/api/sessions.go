@@ -47,7 +47,10 @@ type CreateRequest struct {
 	// in its box, on Branch (paddock/<name> if empty), from From (HEAD if
 	// empty) in the host repository; the host repository is never written
 	// by the box (session.Clone).
-	Clone          bool   `json:"clone,omitempty"`
+	Clone bool `json:"clone,omitempty"`
+	// NoClone makes a live-workspace session where the Runner's
+	// sessions.clone would make a clone.
+	NoClone        bool   `json:"no_clone,omitempty"`
 	Branch         string `json:"branch,omitempty"`
 	From           string `json:"from,omitempty"`
 	Model          string `json:"model,omitempty"`

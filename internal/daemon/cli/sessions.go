@@ -117,6 +117,7 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace, read and written as its owner (default: on the session volume)")
 	f.BoolVar(&req.UnsafeHostCode, "unsafe-host-code", false, "UNSAFE: let the box write what the host runs later in the workspace (.git/hooks, .git/config, .vscode, .envrc, …)")
 	f.BoolVar(&req.Clone, "clone", false, "with --workspace (a git repository): work in a clone of it in the box, on a branch of its own; the repository is never written by the box (paddock diff, paddock fetch)")
+	f.BoolVar(&req.NoClone, "no-clone", false, "work on the live workspace even where the Runner's sessions.clone makes clone sessions the default")
 	f.StringVar(&req.Branch, "branch", "", "with --clone: the clone's branch (default paddock/NAME)")
 	f.StringVar(&req.From, "from", "", "with --clone: the branch, tag or commit of the repository it starts from (default HEAD)")
 	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")

@@ -198,6 +198,9 @@ type Sessions struct {
 	// session's attach or wake thaws it.
 	FreezeAfter Duration `toml:"freeze_after"`
 	SleepAfter  Duration `toml:"sleep_after"`
+	// Clone makes a session whose workspace is a git repository a clone
+	// session (paddock run --clone) unless it asks --no-clone.
+	Clone bool `toml:"clone"`
 }
 
 // Claude locates the pinned Claude Code CLI.

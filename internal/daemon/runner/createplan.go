@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,6 +50,9 @@ type createFacts struct {
 	workspace    string
 	workspaceUID int
 	workspaceErr error
+	// workspaceGit says the workspace holds a git repository (a .git
+	// directory): sessions.clone makes such a session a clone.
+	workspaceGit bool
 	// cred is what the caller's sessions go out with
 	// (Runner.credentialOfPerson), looked up only for a request that
 	// brings no credential of its own; lent, whether it is the owner's,
@@ -76,6 +80,8 @@ func (r *Runner) gatherCreateFacts(ctx context.Context, req api.CreateRequest) c
 			var own wsmount.Owner
 			_, own, f.workspaceErr = wsmount.Check(f.workspace)
 			f.workspaceUID = own.UID
+			fi, err := os.Lstat(filepath.Join(f.workspace, ".git"))
+			f.workspaceGit = err == nil && fi.IsDir()
 		}
 	}
 	if req.Credential.Reveal() == "" {
@@ -162,7 +168,7 @@ func planCreate(req api.CreateRequest, f createFacts) (createPlan, error) {
 	if err := p.planWorkspace(req, f); err != nil {
 		return createPlan{}, err
 	}
-	if err := p.planClone(req); err != nil {
+	if err := p.planClone(req, f); err != nil {
 		return createPlan{}, err
 	}
 	if err := p.planCredential(req, f); err != nil {
@@ -286,8 +292,17 @@ func (p *createPlan) planWorkspace(req api.CreateRequest, f createFacts) error {
 
 // planClone decides a clone session's branch and base: --clone needs a
 // workspace (the repository) and a proxy-mode box; the branch is
-// paddock/<name> unless named, the base HEAD unless given.
-func (p *createPlan) planClone(req api.CreateRequest) error {
+// paddock/<name> unless named, the base HEAD unless given. With
+// sessions.clone, a workspace that is a git repository is cloned unless
+// the request says --no-clone or --unsafe-host-code (which is about a
+// live workspace).
+func (p *createPlan) planClone(req api.CreateRequest, f createFacts) error {
+	if req.Clone && req.NoClone {
+		return fmt.Errorf("--clone and --no-clone: give one: %w", errdefs.ErrInvalid)
+	}
+	if !req.Clone && !req.NoClone && !req.UnsafeHostCode && f.cfg.Sessions.Clone && req.Workspace != "" && f.workspaceGit {
+		req.Clone = true
+	}
 	if !req.Clone {
 		if req.Branch != "" || req.From != "" {
 			return fmt.Errorf("--branch and --from are about a clone; give --clone too: %w", errdefs.ErrInvalid)

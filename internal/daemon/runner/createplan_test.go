@@ -103,6 +103,9 @@ func TestPlanCreate(t *testing.T) {
 			err: "workspace /srv/w does not exist", is: errdefs.ErrInvalid},
 		{name: "unsafe host code without a workspace", req: api.CreateRequest{UnsafeHostCode: true},
 			err: "--unsafe-host-code is about a host workspace; give --workspace too", is: errdefs.ErrInvalid},
+		{name: "--clone and --no-clone", req: api.CreateRequest{Workspace: "w", Clone: true, NoClone: true},
+			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
+			err:   "--clone and --no-clone: give one", is: errdefs.ErrInvalid},
 		{name: "a branch without a clone", req: api.CreateRequest{Workspace: "w", Branch: "x"},
 			facts: func(f *createFacts) { f.workspace, f.workspaceUID = "/home/ann/w", 1001 },
 			err:   "--branch and --from are about a clone; give --clone too", is: errdefs.ErrInvalid},
@@ -234,6 +237,35 @@ func TestPlanCreate(t *testing.T) {
 			want: func(t *testing.T, p createPlan) {
 				if p.clone == nil || p.clone.Branch != "paddock/five" || p.clone.From != "HEAD" || p.clone.Base != "" || p.workspace != "/home/ann/w" {
 					t.Errorf("%+v %+v", p, p.clone)
+				}
+			}},
+		{name: "sessions.clone: a git workspace is cloned", req: api.CreateRequest{Name: "six", Workspace: "w"},
+			facts: func(f *createFacts) {
+				f.workspace, f.workspaceUID, f.workspaceGit, f.cfg.Sessions.Clone = "/home/ann/w", 1001, true, true
+			},
+			want: func(t *testing.T, p createPlan) {
+				if p.clone == nil || p.clone.Branch != "paddock/six" {
+					t.Errorf("%+v", p.clone)
+				}
+			}},
+		{name: "sessions.clone: --no-clone, a workspace that is not git, unsafe host code: live", req: api.CreateRequest{Workspace: "w", NoClone: true},
+			facts: func(f *createFacts) {
+				f.workspace, f.workspaceUID, f.workspaceGit, f.cfg.Sessions.Clone = "/home/ann/w", 1001, true, true
+			},
+			want: func(t *testing.T, p createPlan) {
+				if p.clone != nil {
+					t.Errorf("--no-clone made a clone: %+v", p.clone)
+				}
+				for _, c := range []struct {
+					req api.CreateRequest
+					git bool
+				}{{api.CreateRequest{Workspace: "w", UnsafeHostCode: true}, true}, {api.CreateRequest{Workspace: "w"}, false}} {
+					f := createFacts{cfg: &config.Config{}, workspace: "/home/ann/w", workspaceUID: 1001, workspaceGit: c.git}
+					f.cfg.Sessions.Clone = true
+					var q createPlan
+					if err := q.planClone(c.req, f); err != nil || q.clone != nil {
+						t.Errorf("%+v (git %v): %v %+v", c.req, c.git, err, q.clone)
+					}
 				}
 			}},
 		{name: "a clone on a named branch from a tag", req: api.CreateRequest{Clone: true, Workspace: "w", Branch: "feat/login", From: "v1.2"},
