@@ -15,7 +15,7 @@ import (
 // Cloner is the optional Backend feature of clone sessions
 // (session.Clone) behind
 //
-//	GET  /v1/sessions/{ref}/diff?stat=1&name_only=1&color=1
+//	GET  /v1/sessions/{ref}/diff?stat=1&name_only=1&color=1&no_untracked=1
 //	                                 text/plain: the change against its base
 //	POST /v1/sessions/{ref}/fetch    FetchResult
 //	POST /v1/sessions/{ref}/merge    MergeOptions → MergeResult
@@ -78,6 +78,9 @@ type DiffOptions struct {
 	Stat     bool // a diffstat only (git diff --stat)
 	NameOnly bool // file names only
 	Color    bool // colour, for a terminal
+	// NoUntracked leaves out the files git does not track: the search
+	// for them is most of a diff's cost in a large tree.
+	NoUntracked bool
 }
 
 // FetchResult says what a fetch brought into the host repository.
@@ -106,7 +109,7 @@ func cloneRoutes(mux *http.ServeMux, b Backend) {
 	mux.HandleFunc("GET /v1/sessions/{ref}/diff", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		var o DiffOptions
-		for key, b := range map[string]*bool{"stat": &o.Stat, "name_only": &o.NameOnly, "color": &o.Color} {
+		for key, b := range map[string]*bool{"stat": &o.Stat, "name_only": &o.NameOnly, "color": &o.Color, "no_untracked": &o.NoUntracked} {
 			if v := q.Get(key); v != "" {
 				var err error
 				if *b, err = strconv.ParseBool(v); err != nil {
@@ -167,7 +170,7 @@ func (s *startedWriter) Write(p []byte) (int, error) {
 // DiffSession calls GET /v1/sessions/{ref}/diff and copies the diff to w.
 func (c *Client) DiffSession(ctx context.Context, ref string, o DiffOptions, w io.Writer) error {
 	q := url.Values{}
-	for key, b := range map[string]bool{"stat": o.Stat, "name_only": o.NameOnly, "color": o.Color} {
+	for key, b := range map[string]bool{"stat": o.Stat, "name_only": o.NameOnly, "color": o.Color, "no_untracked": o.NoUntracked} {
 		if b {
 			q.Set(key, "1")
 		}

@@ -17,11 +17,13 @@ func diffCmd(g *globals, o IO) *cobra.Command {
 	var opt api.DiffOptions
 	var color string
 	cmd := &cobra.Command{
-		Use:   "diff NAME [--stat | --name-only]",
+		Use:   "diff NAME [--stat | --name-only] [--no-untracked]",
 		Short: "Show a clone session's change against its base, as git diff does",
 		Long: `Show what a session made with paddock run --clone changed since its base: what it committed
 on its branch, what it has not committed yet, and the files it made that git does not track,
-in one diff, as git diff prints it. Its box must run (paddock wake NAME). Needs the observer
+in one diff, as git diff prints it (--no-untracked leaves out the files git does not track,
+whose search is most of the cost in a large tree). Files your machine runs (git hooks, build
+files, package manifests, editor and CI config) are named first. Its box must run (paddock wake NAME). Needs the observer
 role on the session (or its owner). Nothing is written anywhere; bring the branch into your
 repository with paddock fetch NAME.`,
 		Args:              cobra.ExactArgs(1),
@@ -52,6 +54,7 @@ repository with paddock fetch NAME.`,
 	f.BoolVar(&opt.Stat, "stat", false, "a diffstat: each file and how much of it changed")
 	f.BoolVar(&opt.NameOnly, "name-only", false, "the changed files' names only")
 	f.StringVar(&color, "color", "auto", "colour: auto (on a terminal), always or never")
+	f.BoolVar(&opt.NoUntracked, "no-untracked", false, "leave out the files git does not track (faster in a large tree)")
 	return cmd
 }
 

@@ -107,7 +107,11 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 	if err != nil {
 		return err
 	}
-	args := []string{"-c", diffScript, "sh", sandbox.WorkspaceDir, s.Clone.Base}
+	add := "-A"
+	if o.NoUntracked {
+		add = "-u"
+	}
+	args := []string{"-c", diffScript, "sh", sandbox.WorkspaceDir, s.Clone.Base, add}
 	switch {
 	case o.NameOnly:
 		args = append(args, "--name-only")

@@ -129,6 +129,9 @@ func TestCloneSessions(t *testing.T) {
 			if got := e.pd("diff", two, "--stat"); !strings.Contains(got, "two.txt") || !strings.Contains(got, "untracked.txt") {
 				t.Fatalf("diff --stat of %s: %q", two, got)
 			}
+			if got := e.pd("diff", two, "--stat", "--no-untracked"); !strings.Contains(got, "two.txt") || strings.Contains(got, "untracked.txt") {
+				t.Fatalf("diff --stat --no-untracked of %s: %q", two, got)
+			}
 			// The diff took the untracked file without adding it to the
 			// session's own index.
 			if st := e.pd("exec", two, "--", "git", "-C", "/workspace", "status", "--porcelain"); st != "?? untracked.txt\n" {
