@@ -252,6 +252,16 @@ var safeCoreKey = regexp.MustCompile(`^core\.(autocrlf|eol|safecrlf|filemode|sym
 // safeValue is a value the shadow takes: a word, nothing to escape.
 var safeValue = regexp.MustCompile(`^[A-Za-z0-9_-]{0,16}$`)
 
+// gitTrue is a boolean config value git takes for true (a key with no
+// value, as "core.x" alone in a config file, reads as "").
+func gitTrue(v string) bool {
+	switch strings.ToLower(v) {
+	case "", "true", "yes", "on", "1":
+		return true
+	}
+	return false
+}
+
 // makeShadow makes the shadow git directory, its HEAD at head, and
 // returns the runner there and what removes it.
 func (m *merger) makeShadow(ctx context.Context, head string) (*runner, func(), error) {
@@ -271,10 +281,10 @@ func (m *merger) makeShadow(ctx context.Context, head string) (*runner, func(), 
 			continue
 		}
 		switch k := strings.ToLower(k); {
-		case k == "core.sparsecheckout" && v != "false":
+		case k == "core.sparsecheckout" && gitTrue(v):
 			return nil, nil, fmt.Errorf("%s uses a sparse checkout (core.sparseCheckout), which paddock merge does not update: merge with git itself (git merge %s): %w",
 				m.o.Repo, strings.TrimPrefix(m.o.Ref, "refs/remotes/"), errdefs.ErrUnavailable)
-		case k == "core.splitindex" && v != "false":
+		case k == "core.splitindex" && gitTrue(v):
 			return nil, nil, fmt.Errorf("%s uses a split index (core.splitIndex), which paddock merge does not update: merge with git itself (git merge %s): %w",
 				m.o.Repo, strings.TrimPrefix(m.o.Ref, "refs/remotes/"), errdefs.ErrUnavailable)
 		case k == "core.worktree":

@@ -286,3 +286,24 @@ func TestMergeRunsNothingOfTheRepository(t *testing.T) {
 		t.Error("control: plain git status did not run the fsmonitor; the test's repository is not as hostile as it means to be")
 	}
 }
+
+// TestMergeRefusesWhatItDoesNotUpdate: a sparse checkout, a split index
+// or a working tree elsewhere is refused with git merge as the way, and
+// nothing changes; core.sparseCheckout=false is no obstacle.
+func TestMergeRefusesWhatItDoesNotUpdate(t *testing.T) {
+	f := newFixture(t)
+	ref := f.fetched("new.txt", "from the box\n")
+	for _, kv := range [][2]string{{"core.sparseCheckout", "true"}, {"core.splitIndex", "yes"}, {"core.worktree", "/elsewhere"}} {
+		f.git(f.dir, "config", "-f", filepath.Join(f.gitDir, "config"), kv[0], kv[1])
+		f.chown()
+		if _, err := f.merge(f.mergeOpts(ref)); !errdefs.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "git merge") {
+			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
+		}
+		f.git(f.dir, "config", "-f", filepath.Join(f.gitDir, "config"), "--unset", kv[0])
+	}
+	f.git(f.dir, "config", "-f", filepath.Join(f.gitDir, "config"), "core.sparseCheckout", "false")
+	f.chown()
+	if res, err := f.merge(f.mergeOpts(ref)); err != nil || res.Kind != MergeFastForward {
+		t.Fatalf("with core.sparseCheckout=false: %+v %v", res, err)
+	}
+}
