@@ -34,6 +34,9 @@ func FuzzAPIRequest(f *testing.F) {
 		{"GET", "/v1/egress/pending", "", ""},
 		{"POST", "/v1/sessions/annwork/egress/approve", "", `{"rule":"docs.example.com","scope":"always"}`},
 		{"POST", "/v1/sessions/annwork/set", "", `{"egress":"allowlist","allow":["*.example.com"],"ask":true,"attach":["npm"]}`},
+		{"POST", "/v1/sessions/annwork/merge", "", `{"into":"main","squash":true,"identity":{"name":"x","email":"y"}}`},
+		{"POST", "/v1/sessions/annwork/fetch", "", ""},
+		{"GET", "/v1/sessions/annwork/diff?stat=1&no_untracked=1", "", ""},
 	} {
 		f.Add(s[0], s[1], s[2], s[3])
 	}
