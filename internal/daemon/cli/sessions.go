@@ -360,7 +360,7 @@ func rmCmd(g *globals, o IO) *cobra.Command {
 				// Its clone goes with it: work the host does not have is
 				// dropped on purpose only.
 				if c := s.Clone; c.Unsaved() {
-					what := fmt.Sprintf("%d commit(s) on %s that were neither fetched nor merged", c.Ahead, c.Branch)
+					what := fmt.Sprintf("commits on %s (%d beyond its base) that were neither fetched nor merged since their last change", c.Branch, c.Ahead)
 					switch {
 					case c.Dirty && c.Head == c.Fetched || c.Dirty && c.Head == c.Merged || c.Dirty && c.Ahead == 0:
 						what = "changes it has not committed"

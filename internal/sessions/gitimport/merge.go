@@ -111,7 +111,8 @@ func (m *merger) run(ctx context.Context) (MergeResult, error) {
 	}
 	dst, err := m.commitOf(ctx, "refs/heads/"+into)
 	if err != nil {
-		return m.res, fmt.Errorf("branch %s of %s has no commit: %w", into, m.o.Repo, errdefs.ErrNotFound)
+		return m.res, fmt.Errorf("%s has no branch %s (or it has no commit yet): name one it has (git branch lists them), or make it (git branch %s): %w",
+			m.o.Repo, into, into, errdefs.ErrNotFound)
 	}
 	m.res.Old, m.res.New, m.res.Kind = dst, dst, MergeUpToDate
 	if m.isAncestor(ctx, src, dst) {

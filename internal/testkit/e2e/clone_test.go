@@ -71,6 +71,30 @@ func changed(a, b map[string]string) []string {
 	return out
 }
 
+// allOwners fails t for every file under dir that is not the workspace
+// owner's.
+func allOwners(t *testing.T, dir string) {
+	t.Helper()
+	own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+	for p, v := range treeState(t, dir) {
+		if !strings.Contains(v, own) {
+			t.Errorf("%s is not the owner's: %s", p, v)
+		}
+	}
+}
+
+// onlyFetched fails t for every change to the repository ws since before
+// but objects and paddock's remote refs with their reflogs: what a fetch
+// may write.
+func onlyFetched(t *testing.T, before map[string]string, ws, what string) {
+	t.Helper()
+	for _, p := range changed(before, treeState(t, ws)) {
+		if !strings.HasPrefix(p, ".git/objects/") && !strings.HasPrefix(p, ".git/refs/remotes") && !strings.HasPrefix(p, ".git/logs/refs/remotes") {
+			t.Errorf("%s changed %s", what, p)
+		}
+	}
+}
+
 // TestCloneSessions: two sessions with --clone on one host repository of
 // a user's, on each backend. One commits through the real Claude Code's
 // tools (Read, Edit, Bash from the fake upstream), the other through exec,
@@ -166,11 +190,7 @@ func TestCloneSessions(t *testing.T) {
 			// Only objects and the two refs of paddock's (with their reflogs)
 			// came in, all the owner's; the working tree, HEAD, the index,
 			// config and the owner's branches are as they were.
-			for _, p := range changed(before, treeState(t, ws)) {
-				if !strings.HasPrefix(p, ".git/objects/") && !strings.HasPrefix(p, ".git/refs/remotes") && !strings.HasPrefix(p, ".git/logs/refs/remotes") {
-					t.Errorf("the fetch changed %s", p)
-				}
-			}
+			onlyFetched(t, before, ws, "the fetch")
 			// merge of the first: a fast-forward of the host's checked-out
 			// branch, its working tree updated.
 			out, _ = e.pdAs(person, "merge", one)
@@ -198,11 +218,7 @@ func TestCloneSessions(t *testing.T) {
 			if code == 0 || !strings.Contains(merrs, `"main.txt"`) || !strings.Contains(merrs, "conflict") || !strings.Contains(merrs, "as it was") {
 				t.Fatalf("merge %s: exit %d %q %q", two, code, mout, merrs)
 			}
-			for _, p := range changed(beforeMerge, treeState(t, ws)) {
-				if !strings.HasPrefix(p, ".git/objects/") && !strings.HasPrefix(p, ".git/refs/remotes") && !strings.HasPrefix(p, ".git/logs/refs/remotes") {
-					t.Errorf("the merge that conflicted changed %s", p)
-				}
-			}
+			onlyFetched(t, beforeMerge, ws, "the merge that conflicted")
 			// ls: each branch, how far ahead, whether the host has it (the
 			// first has hook-fired, not committed: *); rm
 			// of a session with work the host lacks needs -f.
@@ -212,15 +228,10 @@ func TestCloneSessions(t *testing.T) {
 			if !strings.Contains(ls, "paddock/"+one+" +1* merged") || !strings.Contains(ls, "feature/two +3*") {
 				t.Fatalf("ls:\n%s", ls)
 			}
-			if _, errs, code := e.pdRun("rm", two); code == 0 || !strings.Contains(errs, "3 commit(s) on feature/two that were neither fetched nor merged") || !strings.Contains(errs, "rm -f") {
+			if _, errs, code := e.pdRun("rm", two); code == 0 || !strings.Contains(errs, "commits on feature/two (3 beyond its base) that were neither fetched nor merged") || !strings.Contains(errs, "rm -f") {
 				t.Fatalf("rm %s: exit %d %q", two, code, errs)
 			}
-			own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
-			for p, v := range treeState(t, ws) {
-				if !strings.Contains(v, own) {
-					t.Errorf("%s is not the owner's: %s", p, v)
-				}
-			}
+			allOwners(t, ws)
 		})
 	}
 }
@@ -285,12 +296,7 @@ git -c core.hooksPath=/dev/null commit -qm 'armed'`
 			if b, _ := os.ReadFile("/etc/passwd"); string(b) != string(passwd) {
 				t.Fatal("/etc/passwd changed")
 			}
-			own := fmt.Sprintf(" %d:%d", sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
-			for p, v := range treeState(t, ws) {
-				if !strings.Contains(v, own) {
-					t.Errorf("%s is not the owner's: %s", p, v)
-				}
-			}
+			allOwners(t, ws)
 			if cfg, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); strings.Contains(string(cfg), "evil") || strings.Contains(string(cfg), "fsmonitor") {
 				t.Fatalf("the box's config reached the host's: %s", cfg)
 			}
