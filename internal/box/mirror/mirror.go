@@ -14,6 +14,7 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -384,17 +385,59 @@ func (p *Participant) Send(ctx context.Context, keys []byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	// send-keys -H takes hex: no byte of the keys is ever parsed by tmux's
-	// command parser.
+	return p.m.Keys(ctx, keys)
+}
+
+// Keys types keys into the pane with one send-keys -H (hex: no byte of
+// the keys is ever parsed by tmux's command parser), as a driver's keys,
+// for the Runner itself.
+func (m *Mirror) Keys(ctx context.Context, keys []byte) error {
 	var b strings.Builder
 	b.WriteString("send-keys -t ")
-	b.WriteString(p.m.pane)
+	b.WriteString(m.pane)
 	b.WriteString(" -H")
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %02x", k)
 	}
-	_, err := p.m.command(ctx, b.String())
+	_, err := m.command(ctx, b.String())
 	return err
+}
+
+// Bracketed paste's markers: what a terminal sends around pasted text to
+// an application that asked for it, as Claude Code does. Inside them a
+// newline is part of the text, not an Enter.
+const (
+	pasteStart = "\x1b[200~"
+	pasteEnd   = "\x1b[201~"
+)
+
+// pasteChunk is how many bytes of pasted text go in one send-keys: tmux
+// caps a command at about 16 KiB, and -H spends three bytes on each.
+const pasteChunk = 4 << 10
+
+// ErrPasteEscape refuses text that holds an ESC for Paste: it could end
+// the paste early and type the rest as keys.
+var ErrPasteEscape = errors.New("mirror: pasted text holds an ESC")
+
+// Paste types text into the pane as one bracketed paste, so its newlines
+// stay in the text rather than being Enters. Like keys, no byte of text
+// is parsed by tmux. Text with an ESC is refused (ErrPasteEscape). Text
+// longer than pasteChunk goes in consecutive commands: a driver's keys
+// typed meanwhile may land between them.
+func (m *Mirror) Paste(ctx context.Context, text []byte) error {
+	if bytes.IndexByte(text, 0x1b) >= 0 {
+		return ErrPasteEscape
+	}
+	msg := make([]byte, 0, len(pasteStart)+len(text)+len(pasteEnd))
+	msg = append(append(append(msg, pasteStart...), text...), pasteEnd...)
+	for len(msg) > 0 {
+		n := min(len(msg), pasteChunk)
+		if err := m.Keys(ctx, msg[:n]); err != nil {
+			return err
+		}
+		msg = msg[n:]
+	}
+	return nil
 }
 
 // Resize records the participant's terminal size.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -261,4 +262,52 @@ func TestEvict(t *testing.T) {
 	}
 	again.Send(ctx, []byte("echo after-$((3+4))\r"))
 	readUntil(t, again, "after-7")
+}
+
+// TestPaste: text goes in as one bracketed paste, byte for byte, in
+// pieces when long; an ESC in it is refused and nothing is typed.
+func TestPaste(t *testing.T) {
+	m, _ := realTmux(t)
+	ctx := context.Background()
+	d, err := m.Join(ctx, Driver, 24, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	for i := 0; text.Len() < 3*pasteChunk; i++ {
+		fmt.Fprintf(&text, "line %d: ünïcode `quotes` \"and\" $HOME;\n", i)
+	}
+	want := pasteStart + text.String() + pasteEnd + "\r" // and Keys' Enter
+	out := t.TempDir() + "/pasted"
+	// The pane's reader takes exactly the bytes the paste should be.
+	if err := d.Send(ctx, []byte(fmt.Sprintf("stty raw -echo; head -c %d > %s; stty sane; echo got-it\r", len(want), out))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // stty has run
+	if err := m.Paste(ctx, []byte("a\x1b[201~b")); !errors.Is(err, ErrPasteEscape) {
+		t.Fatalf("a paste with an ESC: %v", err)
+	}
+	if err := m.Paste(ctx, text.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Keys(ctx, []byte("\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, d, "got-it")
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("the pane read %d bytes, want %d; first difference at %d", len(got), len(want), firstDiff(string(got), want))
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

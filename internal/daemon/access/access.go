@@ -114,7 +114,8 @@ var opWords = map[session.Op]string{
 	session.OpExec: "running commands in it", session.OpRemove: "removing it", session.OpShare: "sharing it",
 	session.OpExport: "exporting it (its conversation comes along)",
 	session.OpDiff:   "seeing its change", session.OpFetch: "fetching its branch into the host repository",
-	session.OpMerge: "merging its branch into the owner's repository",
+	session.OpMerge:   "merging its branch into the owner's repository",
+	session.OpMessage: "sending a message to its claude",
 }
 
 // find resolves ref among the sessions p may see, and only those: a

@@ -35,6 +35,7 @@ func FuzzAPIRequest(f *testing.F) {
 		{"POST", "/v1/sessions/annwork/egress/approve", "", `{"rule":"docs.example.com","scope":"always"}`},
 		{"POST", "/v1/sessions/annwork/set", "", `{"egress":"allowlist","allow":["*.example.com"],"ask":true,"attach":["npm"]}`},
 		{"POST", "/v1/sessions/annwork/merge", "", `{"into":"main","squash":true,"identity":{"name":"x","email":"y"}}`},
+		{"POST", "/v1/sessions/annwork/message", "", `{"text":"fix it\nplease"}`},
 		{"POST", "/v1/sessions/annwork/fetch", "", ""},
 		{"GET", "/v1/sessions/annwork/diff?stat=1&no_untracked=1", "", ""},
 	} {

@@ -150,6 +150,7 @@ func Handler(b Backend) http.Handler {
 	ledgerRoute(mux, b)
 	portableRoutes(mux, b)
 	cloneRoutes(mux, b)
+	messageRoute(mux, b)
 	webRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

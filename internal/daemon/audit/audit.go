@@ -122,6 +122,9 @@ const (
 	// A clone session's branch merged into a branch of the host
 	// repository (paddock merge); Detail says into what, how, to what.
 	ActionMerge = "merge"
+	// A message typed into a session's claude (paddock send, the web
+	// page's review); Detail gives its size, never its words.
+	ActionMessage = "message"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

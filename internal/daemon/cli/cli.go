@@ -148,6 +148,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		diffCmd(g, o),
 		fetchCmd(g, o),
 		mergeCmd(g, o),
+		sendCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)

@@ -45,6 +45,9 @@ type actEntry struct {
 	gen uint64
 	// oomBase is the box's OOM kill count when claude started.
 	oomBase int64
+	// prompts counts the prompts claude took (UserPromptSubmit of its
+	// conversation): SendMessage's proof that claude took a message.
+	prompts uint64
 }
 
 // Bounds on the reports of one box as the Runner reads them, after the
@@ -266,13 +269,17 @@ func (r *Runner) applyReport(sl *slot, rep activity.Report) (check bool) {
 	if rep.Event == activity.EventSessionEnd && rep.SessionID == e.conv {
 		e.endReason = rep.Reason
 	}
+	took := rep.Event == activity.EventUserPromptSubmit && rep.SessionID == e.conv
+	if took {
+		e.prompts++
+	}
 	prev := e.a
 	next, changed, effect := activity.Apply(e.a, rep, e.conv, now)
 	if changed {
 		e.a = next
 	}
 	sl.mu.Unlock()
-	if changed {
+	if changed || took {
 		r.act.broadcast()
 	}
 	if effect == activity.CheckPane {

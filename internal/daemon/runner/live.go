@@ -82,6 +82,8 @@ type live struct {
 
 	mmu    sync.Mutex
 	mirror *mirror.Mirror // the terminal mirror, started on the first attach
+
+	smu sync.Mutex // one message (SendMessage) at a time, whole
 }
 
 // idle says nothing keeps the slot. Call with sessionsState.mu held.

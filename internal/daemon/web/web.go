@@ -218,7 +218,8 @@ func (s *Server) Handler() http.Handler {
 			return es.ApproveEgress(r.Context(), r.PathValue("ref"), req)
 		})))
 	}
-	s.usageRoutes(mux) // usage.go
+	s.usageRoutes(mux)  // usage.go
+	s.reviewRoutes(mux) // review.go
 	if l, ok := s.b.(api.Loginer); ok {
 		// paddock's own login: its state for everyone (it says why sessions
 		// may fail), logging in for admins (the Guard decides).

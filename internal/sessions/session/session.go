@@ -60,22 +60,26 @@ const (
 	OpDiff  Op = "diff"
 	OpFetch Op = "fetch"
 	OpMerge Op = "merge"
+	// OpMessage types a message into claude's prompt, as a person at its
+	// terminal would (paddock send): a driver's right.
+	OpMessage Op = "message"
 )
 
 // allowed lists, per operation, the observed states it may start from.
 var allowed = map[Op][]State{
-	OpStart:  {Created, Failed},
-	OpSleep:  {Running, Failed},
-	OpWake:   {Asleep, Failed, Created},
-	OpRemove: {Created, Running, Asleep, Failed},
-	OpSet:    {Running, Asleep},
-	OpAttach: {Running},
-	OpExec:   {Running},
-	OpShare:  {Created, Running, Asleep, Failed},
-	OpExport: {Created, Running, Asleep, Failed},
-	OpDiff:   {Running},
-	OpFetch:  {Running},
-	OpMerge:  {Running},
+	OpStart:   {Created, Failed},
+	OpSleep:   {Running, Failed},
+	OpWake:    {Asleep, Failed, Created},
+	OpRemove:  {Created, Running, Asleep, Failed},
+	OpSet:     {Running, Asleep},
+	OpAttach:  {Running},
+	OpExec:    {Running},
+	OpShare:   {Created, Running, Asleep, Failed},
+	OpExport:  {Created, Running, Asleep, Failed},
+	OpDiff:    {Running},
+	OpFetch:   {Running},
+	OpMerge:   {Running},
+	OpMessage: {Running},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -88,7 +92,7 @@ func Check(op Op, name string, cur State) error {
 	}
 	hint := ""
 	switch {
-	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch || op == OpMerge):
+	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch || op == OpMerge || op == OpMessage):
 		hint = fmt.Sprintf("; wake it first: paddock wake %s", name)
 	case cur == Running && (op == OpWake || op == OpStart):
 		hint = fmt.Sprintf("; it already runs: paddock attach %s", name)
@@ -431,6 +435,7 @@ var Need = map[Op]Role{
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
 	OpShare: RoleOwner, OpExport: RoleOperator,
 	OpDiff: RoleObserver, OpFetch: RoleOperator, OpMerge: RoleOwner,
+	OpMessage: RoleDriver,
 }
 
 // Clone is a clone session's branch: made in the box at its first start

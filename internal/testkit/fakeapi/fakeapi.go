@@ -623,3 +623,27 @@ func answerText(req *msgRequest, rec *Request) string {
 	}
 	return fmt.Sprintf("hi from the fake server (turn %d)", turns)
 }
+
+// UserWords is what the person said in the request's last user message
+// (Claude Code may put a system message after it): its text blocks but
+// Claude Code's own reminders, joined by newlines; "" for a request that
+// is not a Messages call or has no such words.
+func (r Request) UserWords() string {
+	var req msgRequest
+	if json.Unmarshal(r.Body, &req) != nil {
+		return ""
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role != "user" {
+			continue
+		}
+		var words []string
+		for _, b := range blocks(req.Messages[i].Content) {
+			if b.Type == "text" && !isReminder(b.Text) {
+				words = append(words, b.Text)
+			}
+		}
+		return strings.Join(words, "\n")
+	}
+	return ""
+}

@@ -95,7 +95,12 @@ $("#create").onsubmit = async (ev) => {
 
 let term = null, sock = null, logTimer = null;
 
+// The open session page, for review.js: set by showSession, announced with
+// a "paddock:session" event, and "paddock:close" when it closes.
+let currentSession = null;
+
 function closeSession() {
+  if (currentSession) { currentSession = null; document.dispatchEvent(new Event("paddock:close")); }
   if (sock) { sock.close(); sock = null; }
   if (term) { term.dispose(); term = null; }
   if (logTimer) { clearInterval(logTimer); logTimer = null; }
@@ -139,6 +144,9 @@ async function showSession(name, asked) {
   };
   loadLogs(); logTimer = setInterval(loadLogs, 2000);
   term.focus();
+  currentSession = { name, info, role };
+  document.dispatchEvent(new Event("paddock:session"));
+  fit.fit();
 }
 
 function route() {
