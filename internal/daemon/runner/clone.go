@@ -148,6 +148,9 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 	if code != 0 {
 		return fmt.Errorf("diff in the box: git exited %d (paddock exec %s -- git status says more): %w", code, s.Name, errdefs.ErrUnavailable)
 	}
+	// What the diff showed, ls and the web page show too: the branch as
+	// it is now, read after (a commit made by exec is seen by no turn).
+	go r.refreshClone(s.ID)
 	return sw.flush()
 }
 

@@ -34,7 +34,9 @@ func waitText(t *testing.T, ctx context.Context, sel, want string, d time.Durati
 }
 
 // jsString quotes s for a script: JSON's quoting is JavaScript's.
-func jsString(s string) string { return "`" + strings.NewReplacer("\\", "\\\\", "`", "\\`", "$", "\\$").Replace(s) + "`" }
+func jsString(s string) string {
+	return "`" + strings.NewReplacer("\\", "\\\\", "`", "\\`", "$", "\\$").Replace(s) + "`"
+}
 
 // TestWebReviewInChromium: a clone session's page shows its diff beside
 // the terminal; a comment written on a line is sent as one message and is
@@ -51,7 +53,10 @@ func TestWebReviewInChromium(t *testing.T) {
 	e.pdAs(person, "run", "-d", "--name", name, "--backend", "local", "--workspace", ws, "--clone")
 	defer e.pdRun("rm", "-f", name)
 	e.waitScreen(name, promptReady, 60*time.Second)
-	e.pd("exec", name, "--", "sh", "-c", "cd /workspace && echo 'hello review' > main.txt && git commit -qam 'edit by exec'")
+	// The box also writes markup where the page shows text: a file's lines
+	// and its name.
+	e.pd("exec", name, "--", "sh", "-c", "cd /workspace && echo 'hello review' > main.txt && git commit -qam 'edit by exec' && "+
+		`printf '<img src=x onerror="document.title=1">\n' > '<b onmouseover=x>.html'`)
 
 	login := strings.TrimSpace(e.pd("web"))
 	base := login[:strings.Index(login, "/login")]
@@ -66,6 +71,11 @@ func TestWebReviewInChromium(t *testing.T) {
 	waitText(t, ctx, `#diff .file[data-path="main.txt"]`, "+hello review", 10*time.Second)
 	waitText(t, ctx, "#branch", "paddock/"+name+" +1", 10*time.Second)
 	waitTerminal(t, ctx, "bypass permissions on") // the terminal beside it
+	waitText(t, ctx, `#diff`, `+<img src=x onerror="document.title=1">`, 10*time.Second)
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#diff img, #diff b").length`)); err != nil || n != 0 {
+		t.Fatalf("the box's markup became elements of the page: %d %v", n, err)
+	}
+	waitText(t, ctx, `#diff`, "<b onmouseover=x>.html", time.Second)
 
 	// A comment on the added line; its words start the fake upstream's
 	// scripted turn, which commits a new file.
@@ -89,10 +99,12 @@ func TestWebReviewInChromium(t *testing.T) {
 	}
 	waitText(t, ctx, "#reviewStatus", "Sent: claude took your comments", 40*time.Second)
 	var got string
-	for _, r := range e.fake.Requests() {
-		if w := r.UserWords(); strings.Contains(w, "COMMENT-4411") {
-			got = w
-			break
+	for deadline := time.Now().Add(30 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, r := range e.fake.Requests() {
+			if w := r.UserWords(); strings.Contains(w, "COMMENT-4411") {
+				got = w
+				break
+			}
 		}
 	}
 	for _, want := range []string{"Review comments on your change (1)", "main.txt, line 1:\n> +hello review\n" + comment} {

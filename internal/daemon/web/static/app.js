@@ -114,6 +114,9 @@ async function showSession(name, asked) {
   const role = asked === "observer" || !atLeast(info.your_role, "driver") ? "observer" : "driver";
   $("#title").textContent = name; $("#where").textContent = "/ " + name;
   $("#role").textContent = role === "observer" ? "Watching (observer): your keys are not sent." : "Driving: your keys go to Claude Code.";
+  // A clone session's review takes its column before the terminal is
+  // sized (review.js fills it), so claude is not redrawn at once.
+  $("#review").hidden = !info.clone;
   term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14 });
   const fit = new FitAddon.FitAddon(); term.loadAddon(fit);
   term.open($("#terminal")); fit.fit();
