@@ -34,10 +34,16 @@ const (
 // aborted (the guest kills the process group; nothing more is read) and
 // runIn fails.
 func runIn(cl *channel.Client, env []string, stdin []byte, argv0 string, args ...string) (string, int, error) {
-	return runInLimits(cl, runTimeout, runMaxOutput, env, stdin, argv0, args...)
+	var in io.Reader
+	if stdin != nil {
+		in = bytes.NewReader(stdin)
+	}
+	return runInLimits(cl, runTimeout, runMaxOutput, env, in, argv0, args...)
 }
 
-func runInLimits(cl *channel.Client, timeout time.Duration, maxOut int, env []string, stdin []byte, argv0 string, args ...string) (string, int, error) {
+// runInLimits is runIn with its own bounds, its stdin (nil: none) copied
+// to the process as it is read.
+func runInLimits(cl *channel.Client, timeout time.Duration, maxOut int, env []string, stdin io.Reader, argv0 string, args ...string) (string, int, error) {
 	var proc atomic.Pointer[channel.Process]
 	out := &cappedBuffer{max: maxOut, over: func() {
 		if p := proc.Load(); p != nil {
@@ -56,7 +62,7 @@ func runInLimits(cl *channel.Client, timeout time.Duration, maxOut int, env []st
 	t := time.AfterFunc(timeout, func() { timedOut.Store(true); p.Abort() })
 	defer t.Stop()
 	if stdin != nil {
-		if _, err := p.Write(stdin); err != nil {
+		if _, err := io.CopyBuffer(p, stdin, make([]byte, 256<<10)); err != nil {
 			p.Abort()
 			if timedOut.Load() {
 				return "", -1, fmt.Errorf("%s in the box: no end after %v", argv0, timeout)
