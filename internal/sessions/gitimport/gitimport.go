@@ -744,3 +744,26 @@ func randomHex() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Pack writes to w a pack of every object the commit base reaches in the
+// repository o.Repo (git pack-objects --revs), read as o.UID with the same
+// safety as Import; only o.Repo, o.UID, o.GID, o.Git and o.Env count. It
+// is a clone session's history for a box that cannot see the repository
+// (the kubernetes backend): the box makes its clone from it.
+func Pack(ctx context.Context, o Options, base string, w io.Writer) error {
+	if !IsOID(base) {
+		return fmt.Errorf("%q is not a full object id: %w", base, errdefs.ErrInvalid)
+	}
+	git, err := openRepo(&o)
+	if err != nil {
+		return err
+	}
+	cmd := git.gitCmd(ctx, nil, "pack-objects", "--revs", "--stdout", "--delta-base-offset", "-q")
+	stderr := &tail{max: maxStderr}
+	cmd.Stdin = strings.NewReader(base + "\n")
+	cmd.Stdout, cmd.Stderr = w, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git pack-objects in %s: %w: %s", o.Repo, err, stderr)
+	}
+	return nil
+}
