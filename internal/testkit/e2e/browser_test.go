@@ -20,7 +20,7 @@ import (
 func artifactDir(t *testing.T) string {
 	d := os.Getenv("PADDOCK_ARTIFACTS")
 	if d == "" {
-		d = filepath.Join("..", "..", "artifacts")
+		d = filepath.Join("..", "..", "..", "artifacts")
 	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
