@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/logkey"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/sessions/diffstat"
 	"github.com/paddockhq/paddock/internal/sessions/gitimport"
 	"github.com/paddockhq/paddock/internal/sessions/hostrun"
 	"github.com/paddockhq/paddock/internal/sessions/session"
@@ -101,7 +102,10 @@ func (r *Runner) cloneSession(ctx context.Context, ref string, op session.Op) (s
 }
 
 // DiffSession implements api.Cloner: scripts/diff.sh in the box, its
-// output made safe for a terminal (safeText) on its way to w.
+// output made safe for a terminal (safeText) on its way to w. A stat and
+// a list of names take one git diff (--numstat -z, printed here as git
+// does: diffstat); a patch takes two (the names first, for the host-run
+// note), since a patch is read whole anyway.
 func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions, w io.Writer) error {
 	s, lv, err := r.cloneSession(ctx, ref, session.OpDiff)
 	if err != nil {
@@ -113,24 +117,24 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 	}
 	args := []string{"-c", diffScript, "sh", sandbox.WorkspaceDir, s.Clone.Base, add}
 	switch {
-	case o.NameOnly:
-		args = append(args, "--name-only")
-	case o.Stat:
-		args = append(args, "--stat")
-	}
-	if o.Color {
-		args = append(args, "--color=always")
-	} else {
-		args = append(args, "--color=never")
+	case o.NameOnly || o.Stat:
+		args = append(args, "only", "--numstat", "-z")
+	case o.Color:
+		args = append(args, "names", "--color=always")
+	default:
+		args = append(args, "names", "--color=never")
 	}
 	sw := &safeText{w: w, color: o.Color}
 	code, err := streamFromBox(lv.link.Client, 2*time.Minute, lv.env, func(rd io.Reader) error {
+		if o.NameOnly || o.Stat {
+			return writeStat(w, sw, rd, o)
+		}
 		br := bufio.NewReader(rd)
 		names, err := readNames(br)
 		if err != nil {
 			return err
 		}
-		if banner := hostrun.Banner(hostrun.Classify(names)); banner != "" && !o.NameOnly {
+		if banner := hostrun.Banner(hostrun.Classify(names)); banner != "" {
 			if _, err := io.WriteString(w, banner+"\n"); err != nil {
 				return err
 			}
@@ -152,6 +156,38 @@ func (r *Runner) DiffSession(ctx context.Context, ref string, o api.DiffOptions,
 	// it is now, read after (a commit made by exec is seen by no turn).
 	go r.refreshClone(s.ID)
 	return sw.flush()
+}
+
+// writeStat reads the box's git diff --numstat -z and writes the names
+// (NameOnly, quoted as git quotes them) or the host-run note and the
+// diffstat, through sw.
+func writeStat(w io.Writer, sw *safeText, rd io.Reader, o api.DiffOptions) error {
+	b, err := io.ReadAll(io.LimitReader(rd, maxNames+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxNames {
+		return fmt.Errorf("the box's list of changed files is over %d MiB: %w", maxNames>>20, errdefs.ErrUnavailable)
+	}
+	fs, err := diffstat.Parse(b)
+	if err != nil {
+		return fmt.Errorf("the box's diff: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	if o.NameOnly {
+		for _, f := range fs {
+			if _, err := io.WriteString(sw, diffstat.Quote(f.Path)+"\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if banner := hostrun.Banner(hostrun.Classify(diffstat.Names(fs))); banner != "" {
+		if _, err := io.WriteString(w, banner+"\n"); err != nil {
+			return err
+		}
+	}
+	_, err = io.WriteString(sw, diffstat.Format(fs, o.Color))
+	return err
 }
 
 // maxNames bounds the list of changed files diff.sh prints first.
