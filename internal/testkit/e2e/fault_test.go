@@ -47,9 +47,12 @@ func TestBoxKilledFromOutside(t *testing.T) {
 }
 
 // decidedOnce checks the Runner's log: the end of session id's box was
-// decided once (one "session box ended", no other verdict on it), within
-// a second of the backend's Wait result (decided_ms, from Wait's return
-// to the record saved).
+// decided once (one "session box ended", no other verdict on it), by the
+// backend's Wait result and not by the channel's loss: within 2.5 s of
+// Wait's return (decided_ms, to the record saved), short of the
+// supervisor's 3 s grace for the channel. (1 s was too tight on a busy
+// 2-core machine: a pod's end took 1091 ms once, its record saved through
+// the cluster's API.)
 func (e *env) decidedOnce(id string) {
 	e.t.Helper()
 	ended, other := 0, 0
@@ -79,7 +82,7 @@ func (e *env) decidedOnce(id string) {
 	}
 	_, ms, _ := strings.Cut(line, "decided_ms=")
 	ms, _, _ = strings.Cut(ms, " ")
-	if n, err := strconv.Atoi(ms); err != nil || n > 1000 {
+	if n, err := strconv.Atoi(ms); err != nil || n > 2500 {
 		e.t.Fatalf("the box's end was decided %s ms after its backend's Wait returned: %s", ms, line)
 	}
 }

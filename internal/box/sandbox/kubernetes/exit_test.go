@@ -276,11 +276,13 @@ func TestWait(t *testing.T) {
 		defer cl.Close()
 		// SIGTERM to the guest (pid 1 of the box): it shuts the box down
 		// and exits 0. The exec itself dies in that shutdown.
-		p, err := cl.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", "kill -TERM 1; sleep 60"}, Env: sandboxtest.Env})
-		if err != nil {
-			t.Fatal(err)
+		// The exec's own reply may be lost in that shutdown ("read reply:
+		// EOF"): the guest's exit, below, is what counts.
+		if p, err := cl.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", "kill -TERM 1; sleep 60"}, Env: sandboxtest.Env}); err != nil {
+			t.Logf("the exec that ends the guest: %v", err)
+		} else {
+			go p.Wait()
 		}
-		go p.Wait()
 		r := sandboxtest.Within(t, res, 60*time.Second, "the guest exits")
 		if r.Err != nil || r.Status.Code != 0 || r.Status.OOMKilled {
 			t.Fatalf("after the guest's exit: %+v %v", r.Status, r.Err)
