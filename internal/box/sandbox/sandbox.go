@@ -129,7 +129,8 @@ type CreateOptions struct {
 	// session volume, where the Runner makes the session's clone. Nothing
 	// of the host repository is writable from the box. Workspace must be a
 	// repository's main worktree (its .git a directory). A backend that
-	// cannot bind host directories refuses it.
+	// cannot bind host directories (Capabilities.StreamedClone) gives the
+	// box only its WorkspaceDir, and the Runner streams the history in.
 	Clone bool
 }
 
@@ -203,6 +204,10 @@ type Capabilities struct {
 	// self-test then proves that it reaches nothing
 	// (`paddock guest selftest --pod-network`).
 	PodNetwork bool
+	// StreamedClone: a clone box (CreateOptions.Clone) sees no host
+	// repository (nothing at OriginDir: a pod may run on any node); the
+	// Runner streams the base's history into it at its first start.
+	StreamedClone bool
 }
 
 // Backend creates, starts, stops and removes boxes of one kind. Methods are

@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,17 +61,61 @@ const cloneTimeout = 15 * time.Minute
 
 // setupClone makes the session's clone in its box at its first start
 // (scripts/clone.sh; nothing at a later one). Its files are the box
-// user's.
-func setupClone(link *Link, s *session.Session) error {
+// user's. A box that cannot see the host repository (StreamedClone) gets
+// the base's history as a pack, made on the host as the repository's
+// owner (gitimport.Pack) and streamed in (scripts/clonestream.sh).
+func setupClone(ctx context.Context, be sandbox.Backend, link *Link, s *session.Session) error {
 	if s.Clone == nil {
 		return nil
 	}
-	out, code, err := runInLimits(link.Client, cloneTimeout, runMaxOutput, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}, nil, "sh", "-c", cloneScript, "sh",
-		sandbox.OriginDir, s.Clone.Base, s.Clone.Branch, sandbox.WorkspaceDir)
-	if err != nil || code != 0 {
-		return fmt.Errorf("make the session's clone in its box: exit %d: %s %v", code, strings.TrimSpace(out), err)
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+	if !be.Capabilities(ctx).StreamedClone {
+		out, code, err := runInLimits(link.Client, cloneTimeout, runMaxOutput, env, nil, "sh", "-c", cloneScript, "sh",
+			sandbox.OriginDir, s.Clone.Base, s.Clone.Branch, sandbox.WorkspaceDir)
+		if err != nil || code != 0 {
+			return fmt.Errorf("make the session's clone in its box: exit %d: %s %v", code, strings.TrimSpace(out), err)
+		}
+		return nil
 	}
-	return nil
+	step := func(name string, stdin io.Reader) (string, error) {
+		out, code, err := runInLimits(link.Client, cloneTimeout, runMaxOutput, env, stdin, "sh", "-c", cloneStreamScript, "sh",
+			name, sandbox.WorkspaceDir, s.Clone.Base, s.Clone.Branch)
+		if err != nil || code != 0 {
+			return "", fmt.Errorf("make the session's clone in its box (%s): exit %d: %s %v", name, code, strings.TrimSpace(out), err)
+		}
+		return strings.TrimSpace(out), nil
+	}
+	need, err := step("state", nil)
+	switch {
+	case err != nil:
+		return err
+	case need == "done":
+		return nil
+	case need == "checkout":
+		_, err := step("checkout", nil)
+		return err
+	case need != "pack":
+		return fmt.Errorf("make the session's clone in its box: the box says it needs %q: %w", logkeyClip(need), errdefs.ErrUnavailable)
+	}
+	uid, gid, err := ownerOfDir(s.Workspace)
+	if err != nil {
+		return fmt.Errorf("repository %s: %w", s.Workspace, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cloneTimeout)
+	defer cancel()
+	pr, pw := io.Pipe()
+	packed := make(chan error, 1)
+	go func() {
+		err := gitimport.Pack(ctx, gitimport.Options{Repo: s.Workspace, UID: uid, GID: gid}, s.Clone.Base, pw)
+		pw.CloseWithError(err) // nil: EOF
+		packed <- err
+	}()
+	_, err = step("pack", pr)
+	pr.CloseWithError(errors.New("the box's end of the clone's pack ended")) // Pack, if still writing, ends
+	if perr := <-packed; perr != nil {
+		return fmt.Errorf("make the session's clone: the history of %s: %w", s.Workspace, perr)
+	}
+	return err
 }
 
 // maxDiff bounds what DiffSession copies out of a box.

@@ -2,7 +2,17 @@ package runner
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
+	"github.com/paddockhq/paddock/internal/sessions/session"
+	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
 
 // TestSafeText: a box's diff reaches a terminal with its text, newlines,
@@ -91,4 +101,113 @@ func FuzzSafeText(f *testing.F) {
 			}
 		}
 	})
+}
+
+// streamed is a backend whose clone boxes see no host repository (as
+// kubernetes'): the Runner streams the history in.
+type streamed struct{ sandbox.Backend }
+
+func (s streamed) Capabilities(ctx context.Context) sandbox.Capabilities {
+	c := s.Backend.Capabilities(ctx)
+	c.StreamedClone = true
+	return c
+}
+
+// TestStreamedClone: in a box that cannot see the host repository, the
+// clone is made from a pack of the base streamed in: the base's files on
+// the branch, the whole history, nothing of the host's config, the host
+// repository unchanged; a later start does nothing; a clone whose pack
+// was cut short is streamed again, one whose checkout was cut short is
+// finished.
+func TestStreamedClone(t *testing.T) {
+	be := streamed{testBackends(t)["docker"]}
+	tr := startRunner(t, []string{"CLAUDE_CODE_OAUTH_TOKEN=" + ownerOAuth}, []string{ownerOAuth}, "off")
+	ctx := context.Background()
+	repo := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", repo}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1", "GIT_OPTIONAL_LOCKS=0",
+			"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.org"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("one\n"), 0o644)
+	git("add", "a.txt")
+	git("commit", "-qm", "first")
+	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("two\n"), 0o644)
+	git("commit", "-qam", "second")
+	git("config", "core.hooksPath", "/tmp/host-hooks") // nothing of the host's config goes in
+	base := git("rev-parse", "HEAD")
+	if err := filepath.Walk(repo, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := git("for-each-ref")
+
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "streamed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Remove(ctx, bx.ID, sandbox.RemoveOptions{})
+	if _, err := be.Start(ctx, bx.ID); err != nil {
+		t.Fatal(err)
+	}
+	link, err := tr.Link(ctx, be, bx.ID, "streamed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	s := &session.Session{Name: "streamed", Workspace: repo, Clone: &session.Clone{Branch: "paddock/streamed", Base: base}}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+	box := func(script string) string {
+		t.Helper()
+		out, code := execIn(t, link.Client, env, "sh", "-c", script)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", script, code, out)
+		}
+		return out
+	}
+	const look = "cd /workspace && git log --format=%s && git rev-parse --abbrev-ref HEAD && cat a.txt && git status --porcelain && git config --get core.hooksPath || true; ls .git/paddock-clone-incomplete 2>/dev/null || true"
+	const want = "second\nfirst\npaddock/streamed\ntwo\n"
+	if err := setupClone(ctx, be, link, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := box(look); got != want {
+		t.Fatalf("the streamed clone: %q, want %q", got, want)
+	}
+	if got := git("for-each-ref"); got != before {
+		t.Fatalf("the host's refs changed: %q", got)
+	}
+	// A later start: nothing to do, the work kept.
+	box("cd /workspace && echo mine > b.txt")
+	if err := setupClone(ctx, be, link, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := box("cat /workspace/b.txt"); got != "mine\n" {
+		t.Fatalf("a later start touched the clone: %q", got)
+	}
+	// A checkout cut short is finished; a pack cut short is streamed again.
+	box("cd /workspace && : > .git/paddock-clone-incomplete && rm a.txt")
+	if err := setupClone(ctx, be, link, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := box(look); got != want+"?? b.txt\n" {
+		t.Fatalf("after a cut checkout: %q", got)
+	}
+	box("cd /workspace && rm -rf .git/objects/pack && : > .git/paddock-clone-incomplete")
+	if err := setupClone(ctx, be, link, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := box(look); got != want+"?? b.txt\n" {
+		t.Fatalf("after a cut pack: %q", got)
+	}
 }

@@ -47,6 +47,11 @@ var (
 	//go:embed scripts/clone.sh
 	cloneScript string
 
+	// cloneStreamScript makes one from a pack streamed in, where the box
+	// cannot see the host repository: setupClone, clone.go.
+	//go:embed scripts/clonestream.sh
+	cloneStreamScript string
+
 	// diffScript prints a clone session's change: DiffSession, clone.go.
 	//go:embed scripts/diff.sh
 	diffScript string

@@ -68,7 +68,7 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 	}
 	done()
 	done = lap(&t.ClaudeMS)
-	if err := setupClone(link, s); err != nil { // a clone session's first start (clone.go)
+	if err := setupClone(ctx, be, link, s); err != nil { // a clone session's first start (clone.go)
 		link.Close()
 		r.fail(s, err.Error())
 		return err

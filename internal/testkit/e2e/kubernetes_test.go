@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,6 +141,37 @@ func TestSessionOnKubernetes(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "proxy-mode sessions only") {
 		t.Fatalf("direct mode on kubernetes: exit %d: %s", code, out)
 	}
+
+	// A clone session on a pod: no host directory reaches a pod, so its
+	// history is streamed from the owner's repository into its volume;
+	// a commit by exec, its diff, and its merge into the owner's branch.
+	t.Run("clone", func(t *testing.T) {
+		e.t = t
+		person := gitPerson(t)
+		ws := ownedRepo(t)
+		before := treeState(t, ws)
+		const name = "kube-clone"
+		e.pdAs(person, "run", "-d", "--name", name, "--backend", "kubernetes", "--workspace", ws, "--clone")
+		defer e.pdRun("rm", "-f", name)
+		e.waitScreen(name, promptReady, 90*time.Second)
+		if got := e.pd("exec", name, "--", "sh", "-c", "cd /workspace && git log --format=%s && cat main.txt && git rev-parse --abbrev-ref HEAD && git status --porcelain"); got != "init\nhello world\npaddock/"+name+"\n" {
+			t.Fatalf("the pod's clone: %q", got)
+		}
+		e.pd("exec", name, "--", "sh", "-c", "cd /workspace && echo 'hello pod' > main.txt && git commit -qam 'edit in the pod'")
+		if d := changed(before, treeState(t, ws)); len(d) > 0 {
+			t.Fatalf("the host repository changed before any fetch: %q", d)
+		}
+		if got := e.pd("diff", name); !strings.Contains(got, "-hello world") || !strings.Contains(got, "+hello pod") {
+			t.Fatalf("diff: %q", got)
+		}
+		if out, _ := e.pdAs(person, "merge", name); !strings.Contains(out, "fast-forward") {
+			t.Fatalf("merge: %q", out)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "main.txt")); string(b) != "hello pod\n" {
+			t.Fatalf("main.txt after the merge: %q", b)
+		}
+		allOwners(t, ws)
+	})
 }
 
 // bareKube is the bare backend start on the test cluster: a pod of the box

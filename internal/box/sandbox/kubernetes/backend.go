@@ -84,7 +84,7 @@ func (b *Backend) Name() string { return Name }
 // limits; a pod has no pids limit of its own (podSpec).
 func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
 	return sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, MemoryLimit: true, CPULimit: true,
-		SurvivesRunnerRestart: true, Runtime: b.cfg.RuntimeClass, ProxyOnly: true, PodNetwork: true}
+		SurvivesRunnerRestart: true, Runtime: b.cfg.RuntimeClass, ProxyOnly: true, PodNetwork: true, StreamedClone: true}
 }
 
 // pidsNote is on every box: what the backend cannot enforce.
@@ -139,12 +139,9 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
 	}
-	if o.Clone {
-		// Before refuseWorkspace: a clone always names a workspace, and the
-		// answer to a clone is another backend, not leaving out the repository.
-		return sandbox.Box{}, fmt.Errorf("the kubernetes backend cannot lend a host repository to a pod yet; use --backend local or docker for --clone: %w", errdefs.ErrUnavailable)
-	}
-	if err := refuseWorkspace(o); err != nil {
+	// A clone's repository stays on the Runner's host: the pod gets its
+	// history streamed into its workspace volume (StreamedClone).
+	if err := refuseWorkspace(o); err != nil && !o.Clone {
 		return sandbox.Box{}, err
 	}
 	image := o.Image

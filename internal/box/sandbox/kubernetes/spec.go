@@ -56,7 +56,7 @@ func (b *Backend) selector(session string) map[string]string {
 // Runner's host. So this backend takes no host workspace.
 func refuseWorkspace(o sandbox.CreateOptions) error {
 	if o.Workspace != "" {
-		return fmt.Errorf("the kubernetes backend takes no host workspace (%s): a pod runs on a node of the cluster, which cannot mount a directory of the Runner's host; /workspace is a claim of the session: %w",
+		return fmt.Errorf("the kubernetes backend takes no host workspace (%s): a pod runs on a node of the cluster, which cannot mount a directory of the Runner's host; /workspace is a claim of the session (paddock run --clone gives the pod a clone of a git repository there instead): %w",
 			o.Workspace, errdefs.ErrInvalid)
 	}
 	return nil

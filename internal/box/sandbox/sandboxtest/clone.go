@@ -23,25 +23,46 @@ import (
 // objects are borrowed from the origin, a branch at the base, checked out,
 // a commit) works there; and the host repository, git directory and
 // worktree, is byte for byte what it was. A backend that cannot lend a host
-// directory refuses Clone with errdefs.ErrUnavailable, and the case skips.
+// directory gives a clone box an empty /workspace and no origin when its
+// clones are streamed (Capabilities.StreamedClone), and else refuses Clone
+// with errdefs.ErrUnavailable, and the case skips.
 func cloneOrigin(t *testing.T, s Setup) {
 	ctx := context.Background()
 	session := uniqueSession("clone")
 	if s.Workspace == nil {
-		// No host directory reaches this backend's boxes: a clone must be
-		// refused as unavailable, before anything is made.
+		// No host directory reaches this backend's boxes: a clone is
+		// refused as unavailable, before anything is made, unless the
+		// backend's clone boxes take their history streamed in
+		// (StreamedClone): then a /workspace of their own, empty and
+		// writable, and no origin at all.
 		dir := OwnedWorkspace(t, t.TempDir())
 		bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Workspace: dir, Clone: true})
-		if errdefs.Is(err, errdefs.ErrUnavailable) {
-			if objs := objectsOf(t, s.Backend, session); len(objs) != 0 {
-				t.Fatalf("left behind by the refusal: %+v", objs)
+		if !s.Backend.Capabilities(ctx).StreamedClone {
+			if errdefs.Is(err, errdefs.ErrUnavailable) {
+				if objs := objectsOf(t, s.Backend, session); len(objs) != 0 {
+					t.Fatalf("left behind by the refusal: %+v", objs)
+				}
+				t.Skipf("the backend lends no host repository: %v", err)
 			}
-			t.Skipf("the backend lends no host repository: %v", err)
+			if err == nil {
+				_ = s.Backend.Remove(ctx, bx.ID, sandbox.RemoveOptions{})
+			}
+			t.Fatalf("a backend that takes no host workspace must refuse a clone with ErrUnavailable: %v", err)
 		}
-		if err == nil {
-			_ = s.Backend.Remove(ctx, bx.ID, sandbox.RemoveOptions{})
+		if err != nil {
+			t.Fatalf("create a streamed clone box: %v", err)
 		}
-		t.Fatalf("a backend that takes no host workspace must refuse a clone with ErrUnavailable: %v", err)
+		t.Cleanup(func() { _ = s.Backend.Remove(context.Background(), bx.ID, sandbox.RemoveOptions{}) })
+		if bx, err = s.Backend.Start(ctx, bx.ID); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		b := &Box{Box: bx, Client: Connect(t, s.Backend, bx.ID)}
+		t.Cleanup(func() { b.Client.Close() })
+		out, errs, code := b.Run(t, `ls -A /workspace; test ! -e `+sandbox.OriginDir+` && echo no-origin; echo x > /workspace/probe && cat /workspace/probe`)
+		if code != 0 || out != "no-origin\nx\n" {
+			t.Fatalf("a streamed clone box's /workspace and origin: exit %d %q %q", code, out, errs)
+		}
+		return
 	}
 	repo := s.Workspace(t)
 	for p, c := range map[string]string{"README": "hello\n", "src/main.go": "package main\n"} {
