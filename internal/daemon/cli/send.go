@@ -38,6 +38,9 @@ Needs to be a driver of the session (paddock share NAME PERSON --role driver).`,
 			if err != nil {
 				return err
 			}
+			if _, err := message.Parse(text); err != nil { // as the Runner would, before asking it
+				return err
+			}
 			c, err := g.client(o)
 			if err != nil {
 				return err
