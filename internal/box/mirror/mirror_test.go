@@ -280,7 +280,7 @@ func TestPaste(t *testing.T) {
 	want := pasteStart + text.String() + pasteEnd + "\r" // and Keys' Enter
 	out := t.TempDir() + "/pasted"
 	// The pane's reader takes exactly the bytes the paste should be.
-	if err := d.Send(ctx, []byte(fmt.Sprintf("stty raw -echo; head -c %d > %s; stty sane; echo got-it\r", len(want), out))); err != nil {
+	if err := d.Send(ctx, []byte(fmt.Sprintf("stty raw -echo; head -c %d > %s; stty sane; echo got-$((6*7))\r", len(want), out))); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // stty has run
@@ -293,7 +293,7 @@ func TestPaste(t *testing.T) {
 	if err := m.Keys(ctx, []byte("\r")); err != nil {
 		t.Fatal(err)
 	}
-	readUntil(t, d, "got-it")
+	readUntil(t, d, "got-42") // not the typed line's echo: head has ended
 	got, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

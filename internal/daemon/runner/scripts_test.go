@@ -24,6 +24,7 @@ var boxScripts = map[string]string{
 	"exitwrap.sh":    exitWrapScript,
 	"panestate.sh":   paneStateScript,
 	"clone.sh":       cloneScript,
+	"clonestream.sh": cloneStreamScript,
 	"diff.sh":        diffScript,
 	"branchstate.sh": branchStateScript,
 }
