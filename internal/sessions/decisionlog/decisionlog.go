@@ -27,7 +27,9 @@ import (
 // of the egress proxy.
 type Entry struct {
 	Time time.Time `json:"time"`
-	// Kind is "" for the credential proxy, "egress" for the egress proxy.
+	// Kind is "" for the credential proxy, "egress" for the egress proxy,
+	// "service" for the service credentials' proxy (its requests, with
+	// the credential proxy's decision words).
 	Kind string `json:"kind,omitempty"`
 	// Egress: the name and port asked for, the address dialed, the rule.
 	Host      string `json:"host,omitempty"`
@@ -63,6 +65,11 @@ type Entry struct {
 	// CredentialUser is whose credential the request went out with: the
 	// host user who stored it (never the credential itself).
 	CredentialUser string `json:"credential_user,omitempty"`
+	// Service credentials (Kind "service"): the grant's secret and
+	// repository, and a push's ref updates (old..new ref).
+	Service    string   `json:"service,omitempty"`
+	Repo       string   `json:"repo,omitempty"`
+	RefUpdates []string `json:"ref_updates,omitempty"`
 }
 
 // Sink receives entries. Record must not block for long: it runs at the end
@@ -179,11 +186,12 @@ const (
 // written to). Record does it; a producer that also logs an entry elsewhere
 // calls it first.
 func Clamp(e *Entry) {
-	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID, &e.MessageID, &e.CredentialUser} {
+	for _, f := range []*string{&e.Host, &e.Addr, &e.Rule, &e.Method, &e.Path, &e.Reason, &e.Model, &e.UpstreamRequestID, &e.MessageID, &e.CredentialUser, &e.Service, &e.Repo} {
 		*f = clamp(*f)
 	}
 	e.ToolResultIDs = clampIDs(e.ToolResultIDs)
 	e.ToolUseIDs = clampIDs(e.ToolUseIDs)
+	e.RefUpdates = clampIDs(e.RefUpdates)
 }
 
 // clampIDs cuts ids to idsMax entries of at most fieldMax bytes each; the

@@ -58,6 +58,9 @@ func appendEntry(b []byte, e *Entry) (_ []byte, ok bool) {
 	b = optString(b, "message_id", e.MessageID)
 	b = optStrings(b, "tool_use_ids", e.ToolUseIDs)
 	b = optString(b, "credential_user", e.CredentialUser)
+	b = optString(b, "service", e.Service)
+	b = optString(b, "repo", e.Repo)
+	b = optStrings(b, "ref_updates", e.RefUpdates)
 	return append(b, '}'), true
 }
 

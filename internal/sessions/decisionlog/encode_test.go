@@ -25,7 +25,8 @@ func TestAppendEntryMatchesMarshal(t *testing.T) {
 		Decision: "forwarded", Reason: "client went away", Status: 200, BytesIn: 90, BytesOut: 170, DurationMS: 0.123,
 		Model: "claude-x", Stream: true, InputTokens: 3, OutputTokens: 1, CacheReadTokens: 7, CacheCreationTokens: 2,
 		ToolResultIDs: []string{"toolu_1", "toolu_<2>"}, UpstreamRequestID: "req_up", CredentialUser: "ann",
-		MessageID: "msg_1", ToolUseIDs: []string{"toolu_3", "toolu_\u00e9"}}
+		MessageID: "msg_1", ToolUseIDs: []string{"toolu_3", "toolu_\u00e9"},
+		Service: "gh", Repo: "o/r", RefUpdates: []string{"0000..1111 refs/heads/paddock/s1"}}
 	for _, e := range []Entry{
 		{},
 		full,
@@ -55,6 +56,7 @@ func FuzzAppendEntry(f *testing.F) {
 			e.ToolResultIDs = []string{s4, s1}
 			e.ToolUseIDs = []string{s1}
 			e.MessageID = s2
+			e.Service, e.Repo, e.RefUpdates = s3, s4, []string{s2}
 		}
 		checkAppendEntry(t, &e)
 		e.Time = time.Unix(0, unixNano).In(time.FixedZone("z", status%100000))
