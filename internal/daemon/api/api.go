@@ -151,6 +151,7 @@ func Handler(b Backend) http.Handler {
 	portableRoutes(mux, b)
 	cloneRoutes(mux, b)
 	messageRoute(mux, b)
+	secretRoutes(mux, b)
 	webRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -50,12 +50,17 @@ type CreateRequest struct {
 	Clone bool `json:"clone,omitempty"`
 	// NoClone makes a live-workspace session where the Runner's
 	// sessions.clone would make a clone.
-	NoClone        bool   `json:"no_clone,omitempty"`
-	Branch         string `json:"branch,omitempty"`
-	From           string `json:"from,omitempty"`
-	Model          string `json:"model,omitempty"`
-	Effort         string `json:"effort,omitempty"`
-	CredentialMode string `json:"credential_mode,omitempty"`
+	NoClone bool   `json:"no_clone,omitempty"`
+	Branch  string `json:"branch,omitempty"`
+	From    string `json:"from,omitempty"`
+	// Secrets grant the session the use of its creator's stored service
+	// credentials: NAME[:OWNER/REPO[:read|push]] (service.ParseGrant);
+	// PushRefs are branches (or NAME/*) it may push besides its own.
+	Secrets        []string `json:"secrets,omitempty"`
+	PushRefs       []string `json:"push_refs,omitempty"`
+	Model          string   `json:"model,omitempty"`
+	Effort         string   `json:"effort,omitempty"`
+	CredentialMode string   `json:"credential_mode,omitempty"`
 	// ClaudeVersion runs another Claude Code version than the pinned one
 	// (paddock smoke proves a version with it): local boxes get it
 	// installed under <state-dir>/cli/<version>; docker boxes need the

@@ -118,6 +118,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 	root.AddCommand(
 		serveCmd(g, o),
 		runCmd(g, o),
+		secretCmd(g, o),
 		lsCmd(g, o),
 		attachCmd(g, o),
 		execCmd(g, o),

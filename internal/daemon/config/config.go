@@ -48,9 +48,21 @@ type Config struct {
 	Users      Users      `toml:"users"`
 	Credential Credential `toml:"credential"`
 	Relays     []Relay    `toml:"relay"`
+	Services   Services   `toml:"services"`
 	Notify     Notify     `toml:"notify"`
 	Logs       Logs       `toml:"logs"`
 	Prices     Prices     `toml:"prices"`
+}
+
+// Services configures the proxy of service credentials ([services]:
+// paddock secret, paddock run --secret).
+type Services struct {
+	// CAFile, if set, holds the only roots (PEM) a service host's
+	// certificate may chain to: a test server's, or a GitHub Enterprise
+	// host's private CA. Unset: the system's roots.
+	CAFile string `toml:"ca_file"`
+	// MaxPushMB bounds one push through a grant (default 1024).
+	MaxPushMB int64 `toml:"max_push_mb"`
 }
 
 // API configures who may use the Runner's socket ([api]).
@@ -675,6 +687,12 @@ func (c Config) Validate() error {
 	}
 	if f := c.Anthropic.CAFile; f != "" && !strings.HasPrefix(f, "/") {
 		return &Error{Key: "anthropic.ca_file", Msg: fmt.Sprintf("%q must be an absolute path", f)}
+	}
+	if f := c.Services.CAFile; f != "" && !strings.HasPrefix(f, "/") {
+		return &Error{Key: "services.ca_file", Msg: fmt.Sprintf("%q must be an absolute path", f)}
+	}
+	if c.Services.MaxPushMB < 0 {
+		return &Error{Key: "services.max_push_mb", Msg: "must not be negative"}
 	}
 	o := c.Credential.OAuth
 	for k, v := range map[string]string{"credential.oauth.authorize_url": o.AuthorizeURL, "credential.oauth.token_url": o.TokenURL, "credential.oauth.redirect_url": o.RedirectURL} {

@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
+	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 	"github.com/paddockhq/paddock/internal/sessions/session"
@@ -87,6 +88,13 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		CredentialMode: p.mode, CredentialKind: string(p.cred.Kind), Egress: p.egress, EgressAllow: p.allow, EgressDeny: p.deny, EgressPolicies: p.policies, EgressAsk: p.ask, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode,
 		Clone: p.clone, Model: p.model, Effort: p.effort, ClaudeSessionID: uuid, Created: now, Limits: p.limits, Owner: p.owner}
 	s.Restart = p.restart
+	s.PushRefs = p.pushRefs
+	for _, g := range p.services {
+		if g.Placeholder, err = service.NewPlaceholder(g.Secret); err != nil {
+			return session.Session{}, err
+		}
+		s.Services = append(s.Services, g)
+	}
 	unlock := r.sessionLock(id)
 	defer unlock()
 	for name, sv := range p.relaySecrets {

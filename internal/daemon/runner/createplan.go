@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
+	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/daemon/config"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
@@ -64,6 +65,11 @@ type createFacts struct {
 	// caller's running ones), or sessionsErr why they could not be read.
 	sessions    []session.Session
 	sessionsErr error
+	// secrets are the caller's stored service credentials (their names
+	// and kinds are what the plan needs), read only for a request that
+	// grants some.
+	secrets    []service.Secret
+	secretsErr error
 }
 
 // gatherCreateFacts looks up what planCreate needs for req. The backend
@@ -89,6 +95,9 @@ func (r *Runner) gatherCreateFacts(ctx context.Context, req api.CreateRequest) c
 		f.lent = f.credErr == nil && r.lent(f.caller, f.cred)
 	}
 	f.sessions, f.sessionsErr = r.Sessions(ctx)
+	if len(req.Secrets) > 0 {
+		f.secrets, f.secretsErr = r.secretsFile(f.caller.UID).List()
+	}
 	return f
 }
 
@@ -127,6 +136,11 @@ type createPlan struct {
 	// relaySecrets are the request's secrets for the config's relays,
 	// trimmed, by relay.
 	relaySecrets map[string]secret.Value
+	// services are the request's grants, checked against the caller's
+	// secrets (placeholders are made with the session); pushRefs the
+	// branches it may push besides its own.
+	services []service.Grant
+	pushRefs []string
 }
 
 // planCreate checks req against f and decides the session, with no I/O:
@@ -180,7 +194,56 @@ func planCreate(req api.CreateRequest, f createFacts) (createPlan, error) {
 	if p.relaySecrets, err = relaySecrets(req.RelaySecrets, f.cfg.Relays); err != nil {
 		return createPlan{}, err
 	}
+	if err := p.planServices(req, f); err != nil {
+		return createPlan{}, err
+	}
 	return p, nil
+}
+
+// planServices checks the request's grants: each names a secret the
+// caller stored, in the form its kind wants, once; a push grant or a
+// --push-ref needs a session that can push (a proxy-mode box: a
+// direct-mode one holds the model credential, and is kept to the API).
+func (p *createPlan) planServices(req api.CreateRequest, f createFacts) error {
+	for _, r := range req.PushRefs {
+		if err := service.ValidPushRef(r); err != nil {
+			return err
+		}
+	}
+	if len(req.PushRefs) > 0 && len(req.Secrets) == 0 {
+		return fmt.Errorf("--push-ref names branches a session may push with a grant; give --secret NAME:OWNER/REPO:push too: %w", errdefs.ErrInvalid)
+	}
+	if len(req.Secrets) == 0 {
+		return nil
+	}
+	if p.mode != session.ModeProxy {
+		return fmt.Errorf("--secret: a direct-mode box talks to the API alone; service credentials are for proxy-mode sessions: %w", errdefs.ErrInvalid)
+	}
+	if f.secretsErr != nil {
+		return f.secretsErr
+	}
+	seen := map[string]bool{}
+	for _, s := range req.Secrets {
+		g, err := service.ParseGrant(s)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(f.secrets, func(x service.Secret) bool { return x.Name == g.Secret })
+		if i < 0 {
+			return fmt.Errorf("--secret %s: you have no secret named %s; store it with paddock secret set %s --kind github|gitlab|header: %w", s, g.Secret, g.Secret, errdefs.ErrNotFound)
+		}
+		if err := g.CheckKind(f.secrets[i].Kind); err != nil {
+			return err
+		}
+		key := g.Secret + ":" + strings.ToLower(g.Repo)
+		if seen[key] {
+			return fmt.Errorf("--secret %s: given twice: %w", s, errdefs.ErrInvalid)
+		}
+		seen[key] = true
+		p.services = append(p.services, g)
+	}
+	p.pushRefs = req.PushRefs
+	return nil
 }
 
 // planEgress decides the credential mode and the egress: offline and

@@ -46,6 +46,7 @@ func (r *Runner) RemoveSession(ctx context.Context, ref string, keepVolume bool)
 			return s, err
 		}
 	}
+	r.forgetServiceCA(s.ID)
 	s.Desired, s.Observed, s.Reason, s.KeepVolume = session.Removed, session.Removed, "", keepVolume
 	// No longer frozen: else a wake would try to thaw the box that is gone.
 	s.Frozen, s.FrozenAt = false, time.Time{}

@@ -38,6 +38,7 @@ import (
 	"github.com/paddockhq/paddock/internal/daemon/web"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
+	servicep "github.com/paddockhq/paddock/internal/proxy/service"
 	"github.com/paddockhq/paddock/internal/proxy/tlsterm"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 	"github.com/paddockhq/paddock/internal/sessions/limits"
@@ -95,8 +96,10 @@ type Runner struct {
 	self        session.Person   // the Runner's own user
 	login       *oauth.Authority // paddock's own login, refreshed here alone
 	pending     pendingLogins
-	ulogins     userLogins  // the members' own logins
-	ca          *tlsterm.CA // terminates TLS for DirectHost (anthropic.direct)
+	ulogins     userLogins      // the members' own logins
+	ca          *tlsterm.CA     // terminates TLS for DirectHost (anthropic.direct)
+	services    *servicep.Proxy // service credentials' requests (services.go)
+	scas        sessionCAs      // each session's CA for its service hosts
 	metrics     *metrics.Metrics
 
 	// sess holds each session the Runner has in memory, one slot each
@@ -209,10 +212,14 @@ func New(opts Options) (_ *Runner, err error) {
 		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
 		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
 		Terminate:                   r.terminate,
+		Intercept:                   r.intercept,
 		AskTimeout:                  opts.Config.Egress.AskTimeout.D(),
 		MaxPending:                  opts.Config.Egress.MaxPending,
 		OnPending:                   r.notifyPending,
 	})
+	if err := r.openServices(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -318,6 +325,9 @@ func (r *Runner) Close() error {
 		}
 		r.boxConns.Close()
 		r.egressConns.Close()
+		if r.services != nil {
+			r.services.Close()
+		}
 		if r.webLn != nil {
 			r.webLn.Close()
 		}

@@ -274,6 +274,7 @@ func (r *Runner) launchOptions(s *session.Session, varName, value string) claude
 		o.Extra = append(o.Extra, "HTTPS_PROXY="+p, "HTTP_PROXY="+p, "https_proxy="+p, "http_proxy="+p,
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	}
+	o.Extra = append(o.Extra, r.serviceEnvOf(s)...)
 	if r.direct(s) && r.opts.Config.Anthropic.UsageViewOn() {
 		// /status usage is asked for only without the quiet switch; what
 		// else the CLI then asks the API host for is refused on the direct
@@ -308,6 +309,11 @@ func (r *Runner) putConfig(link *Link, s *session.Session, cf *configFiles) (std
 	if r.direct(s) {
 		files = append(files, channel.PutFile{Path: BoxCAFile, Data: r.ca.PEM})
 	}
+	svcFiles, _, err := r.serviceFiles(s)
+	if err != nil {
+		return nil, fmt.Errorf("the session's service credentials: %w", err)
+	}
+	files = append(files, svcFiles...)
 	switch err := link.Client.Put(files, cf.aside, time.Now().Add(runTimeout)); {
 	case errors.Is(err, channel.ErrUnknownType):
 		stdin = bytes.Join(cf.seeded, []byte{0}) // for the script's `paddock guest put`
@@ -315,6 +321,12 @@ func (r *Runner) putConfig(link *Link, s *session.Session, cf *configFiles) (std
 			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
 			if out, code, err := runIn(link.Client, env, r.ca.PEM, "sh", "-c", writeFileScript, "sh", BoxCAFile); err != nil || code != 0 {
 				return nil, fmt.Errorf("give the box the Runner's CA certificate: exit %d: %s %v", code, strings.TrimSpace(out), err)
+			}
+		}
+		for _, f := range svcFiles {
+			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + sandbox.HomeDir}
+			if out, code, err := runIn(link.Client, env, f.Data, "sh", "-c", writeFileScript, "sh", f.Path); err != nil || code != 0 {
+				return nil, fmt.Errorf("give the box %s: exit %d: %s %v", f.Path, code, strings.TrimSpace(out), err)
 			}
 		}
 	case err != nil:

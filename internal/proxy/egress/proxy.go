@@ -52,6 +52,11 @@ type Options struct {
 	// offline included: for those, serve takes the box's connection after
 	// the 200, its buffered bytes first, and nothing is dialed here.
 	Terminate func(session, host string, port int) (serve func(session string, c net.Conn), ok bool)
+	// Intercept, if set, names the CONNECT targets whose TLS the Runner
+	// terminates once the session's policy allowed them (the hosts of a
+	// session's service credentials): for those, serve takes the box's
+	// connection as for Terminate, and nothing is dialed here.
+	Intercept func(session, host string, port int) (serve func(session string, c net.Conn), ok bool)
 	// AskTimeout is how long a connection waits for a person's answer in
 	// ask mode before it is refused (default 60 s).
 	AskTimeout time.Duration
@@ -171,7 +176,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if host, port, err := SplitHostPort(r.RequestURI, 0); err == nil {
 			if serve, ok := p.o.Terminate(session, host, port); ok {
 				e.Host, e.Port, e.Path = host, port, clip(r.Method+" "+r.RequestURI)
-				p.terminate(w, &e, session, serve)
+				p.terminate(w, &e, session, serve, "the Anthropic API, through the Runner", false)
 				return
 			}
 		}
@@ -222,6 +227,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.Rule = d.Rule
+	if r.Method == http.MethodConnect && p.o.Intercept != nil {
+		if serve, ok := p.o.Intercept(session, host, port); ok {
+			if why, bad := p.Unreachable(r.Context(), host, port); bad {
+				deny(http.StatusForbidden, d.Rule, why)
+				return
+			}
+			p.terminate(w, &e, session, serve, d.Rule+"; service credentials, through the Runner", true)
+			return
+		}
+	}
 	if !p.acquire(session) {
 		deny(http.StatusTooManyRequests, "", fmt.Sprintf("this session has %d connections open, the most allowed", p.o.MaxTunnels))
 		return
@@ -301,6 +316,17 @@ func (p *Proxy) resolve(ctx context.Context, host string, port int) (netip.AddrP
 		refused = append(refused, a.String()+" ("+class+")")
 	}
 	return netip.AddrPort{}, fmt.Sprintf("%s resolves only to addresses a box may never reach: %s", host, strings.Join(refused, ", "))
+}
+
+// DialChecked connects to host:port as a tunnel would: the name resolved
+// here, only to an address a box may reach, exactly the one checked (the
+// service credentials' proxy dials its upstreams with it).
+func (p *Proxy) DialChecked(ctx context.Context, host string, port int) (net.Conn, error) {
+	addr, why := p.resolve(ctx, host, port)
+	if why != "" {
+		return nil, errors.New(why)
+	}
+	return p.dial(ctx, addr)
 }
 
 func (p *Proxy) dial(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
@@ -648,7 +674,9 @@ func (p *Proxy) record(e decisionlog.Entry) {
 // terminate answers a CONNECT to a terminated host with 200 and hands the
 // connection (its buffered bytes first) to serve, which speaks TLS as that
 // host; each request inside is the credential proxy's to judge and log.
-func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session string, serve func(string, net.Conn)) {
+// A connection the policy allowed (tracked) is cut, as a tunnel is, when
+// the policy changes to refuse it (Recheck).
+func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session string, serve func(string, net.Conn), rule string, tracked bool) {
 	if !p.acquire(session) {
 		e.Decision, e.Status, e.Reason = decisionlog.Denied, http.StatusTooManyRequests, fmt.Sprintf("this session has %d connections open, the most allowed", p.o.MaxTunnels)
 		http.Error(w, "paddock egress: denied: "+e.Reason, http.StatusTooManyRequests)
@@ -665,8 +693,13 @@ func (p *Proxy) terminate(w http.ResponseWriter, e *decisionlog.Entry, session s
 		p.release(session)
 		return
 	}
-	e.Decision, e.Status, e.Rule = decisionlog.Terminated, http.StatusOK, "the Anthropic API, through the Runner"
-	serve(session, &releasingConn{Conn: c, r: brw.Reader, done: func() { p.release(session) }})
+	e.Decision, e.Status, e.Rule = decisionlog.Terminated, http.StatusOK, rule
+	done := func() { p.release(session) }
+	if tracked {
+		rec := p.track(session, e.Host, e.Port, func() { c.Close() })
+		done = func() { p.untrack(session, rec); p.release(session) }
+	}
+	serve(session, &releasingConn{Conn: c, r: brw.Reader, done: done})
 }
 
 // releasingConn reads the hijacked connection's buffer first and gives

@@ -254,6 +254,12 @@ func (p *Proxy) checkPush(w http.ResponseWriter, r *http.Request, s Session, e *
 		e.Decision, e.Status, e.Reason = decisionlog.Refused, status, why
 		http.Error(w, "paddock: refused: "+why, status)
 	}
+	if p.o.TempDir != "" {
+		if err := os.MkdirAll(p.o.TempDir, 0o700); err != nil {
+			refuse(http.StatusInternalServerError, "spool the push: "+err.Error())
+			return nil, cleanup, false
+		}
+	}
 	f, err := os.CreateTemp(p.o.TempDir, "push-*")
 	if err != nil {
 		refuse(http.StatusInternalServerError, "spool the push: "+err.Error())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/sessions/activity"
 	"github.com/paddockhq/paddock/internal/sessions/limits"
 )
@@ -160,6 +161,12 @@ type Session struct {
 	Clone  *Clone `json:"clone,omitempty"`
 	Model  string `json:"model,omitempty"`
 	Effort string `json:"effort,omitempty"`
+	// Services are the session's grants of its owner's service
+	// credentials (paddock run --secret), each with the placeholder the
+	// box holds; PushRefs the branches (or NAME/* patterns) it may push
+	// besides its own (OwnBranches).
+	Services []service.Grant `json:"services,omitempty"`
+	PushRefs []string        `json:"push_refs,omitempty"`
 
 	// ClaudeSessionID is Claude Code's conversation id (--session-id, then
 	// --resume); Started tells whether claude ran once already.
@@ -505,4 +512,15 @@ func (s Session) EgressSummary() string {
 		parts = append(parts, "deny "+strings.Join(s.EgressDeny, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// OwnBranches are the branches a push with the session's grants may
+// update: its clone's branch (paddock/<name> for a session without a
+// clone), and PushRefs.
+func (s *Session) OwnBranches() []string {
+	own := "paddock/" + s.Name
+	if s.Clone != nil && s.Clone.Branch != "" {
+		own = s.Clone.Branch
+	}
+	return append([]string{own}, s.PushRefs...)
 }
