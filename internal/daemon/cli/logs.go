@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
+	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/daemon/api"
@@ -12,15 +13,25 @@ import (
 )
 
 func logsCmd(g *globals, o IO) *cobra.Command {
-	var asJSON, egressOnly, follow bool
+	var asJSON, egressOnly, servicesOnly, follow bool
 	var n int
 	cmd := &cobra.Command{
 		Use:   "logs SESSION",
-		Short: "Print a session's credential proxy decisions (or, with --egress, egress decisions), one line each",
+		Short: "Print a session's credential proxy decisions (or, with --egress, egress decisions; with --services, its service credentials' requests), one line each",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
 				return usageError{fmt.Errorf("--tail %d: must be 0 (all) or more", n)}
+			}
+			if egressOnly && servicesOnly {
+				return usageError{fmt.Errorf("--egress or --services: give one")}
+			}
+			kind := ""
+			switch {
+			case egressOnly:
+				kind = "egress"
+			case servicesOnly:
+				kind = "service"
 			}
 			dir, err := g.resolveStateDir(o)
 			if err != nil {
@@ -43,7 +54,7 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 				}
 				var es []decisionlog.Entry
 				for _, e := range all {
-					if (e.Kind == "egress") == egressOnly {
+					if e.Kind == kind {
 						es = append(es, e)
 					}
 				}
@@ -64,7 +75,7 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 				if len(es) > 0 {
 					last = &es[len(es)-1]
 				}
-				if err := writeEntries(o, es[min(from, len(es)):], asJSON, egressOnly, header); err != nil {
+				if err := writeEntries(o, es[min(from, len(es)):], asJSON, kind, header); err != nil {
 					return err
 				}
 				header = false
@@ -97,6 +108,7 @@ func logsCmd(g *globals, o IO) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON Lines")
 	cmd.Flags().BoolVar(&egressOnly, "egress", false, "the egress proxy's decisions (one per connection) instead of the API's")
+	cmd.Flags().BoolVar(&servicesOnly, "services", false, "the requests made with the session's service credentials (paddock run --secret), each allowed or refused, with a push's ref updates")
 	cmd.Flags().IntVarP(&n, "tail", "n", 0, "only the last N lines (0: all)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing new lines as they come, until the session is removed (ctrl-c stops)")
 	return cmd
@@ -107,7 +119,7 @@ const followEvery = 500 * time.Millisecond
 
 // writeEntries prints decisions as JSON Lines or a table (with its header
 // line when header).
-func writeEntries(o IO, es []decisionlog.Entry, asJSON, egressOnly, header bool) error {
+func writeEntries(o IO, es []decisionlog.Entry, asJSON bool, kind string, header bool) error {
 	if asJSON {
 		enc := json.NewEncoder(o.Stdout)
 		for _, e := range es {
@@ -118,7 +130,17 @@ func writeEntries(o IO, es []decisionlog.Entry, asJSON, egressOnly, header bool)
 		return nil
 	}
 	tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-	if egressOnly {
+	if kind == "service" {
+		if header {
+			fmt.Fprintln(tw, "TIME\tDECISION\tSTATUS\tMETHOD\tHOST\tPATH\tREPO\tREFS\tREASON")
+		}
+		for _, e := range es {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("15:04:05.000"), e.Decision, e.Status,
+				e.Method, dash(e.Host), e.Path, dash(e.Repo), dash(strings.Join(e.RefUpdates, ", ")), e.Reason)
+		}
+		return tw.Flush()
+	}
+	if kind == "egress" {
 		if header {
 			fmt.Fprintln(tw, "TIME\tDECISION\tHOST\tPORT\tADDRESS\tRULE\tIN\tOUT\tREASON")
 		}

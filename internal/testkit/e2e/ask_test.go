@@ -36,6 +36,12 @@ const internetAddr, internetHost = "198.20.77.2", "198.20.77.1"
 
 func newTestInternet(t *testing.T, names ...string) *testInternet {
 	t.Helper()
+	return newTestInternetWith(t, testenv.WebHost(), names...)
+}
+
+// newTestInternetWith is newTestInternet with the server's handler.
+func newTestInternetWith(t *testing.T, h http.Handler, names ...string) *testInternet {
+	t.Helper()
 	testenv.LookPath(t, "ip")
 	testenv.LookPath(t, "unshare")
 	testenv.LookPath(t, "nsenter")
@@ -92,7 +98,7 @@ func newTestInternet(t *testing.T, names ...string) *testInternet {
 
 	caPEM, leaf := testenv.CA(t, names...)
 	ln := listenIn(t, nsPath, internetAddr+":443")
-	srv := &http.Server{Handler: testenv.WebHost(), TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
+	srv := &http.Server{Handler: h, TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
 	return &testInternet{addr: internetAddr, caPEM: caPEM}

@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
+	"github.com/paddockhq/paddock/internal/testkit/fakeapi"
+	"github.com/paddockhq/paddock/internal/testkit/testenv"
+)
+
+const (
+	svcHost  = "ghe.svc-test.example"
+	svcToken = "ghp_e2eREALtokenNEVERinAbox_4f1c2a"
+)
+
+// gitHost is a GitHub Enterprise-shaped host of the test's internet:
+// real git http-backend for /o/r.git, and the REST API's pull requests,
+// both answering 401 without the real token; it records what reached it.
+type gitHost struct {
+	root    string
+	mu      sync.Mutex
+	reached []string
+	pulls   []map[string]any
+	handler http.Handler
+}
+
+func (g *gitHost) seen() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.reached...)
+}
+
+func newGitHost(t *testing.T) *gitHost {
+	g := &gitHost{root: t.TempDir()}
+	gitExec := testenv.LookPath(t, "git")
+	backend := &cgi.Handler{Path: gitExec, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=owner"}}
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+svcToken))
+	return g.with(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		g.reached = append(g.reached, r.Method+" "+r.URL.Path+" auth="+fmt.Sprint(r.Header.Get("Authorization") != ""))
+		g.mu.Unlock()
+		if a := r.Header.Get("Authorization"); a != basic && a != "Bearer "+svcToken {
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+			http.Error(w, `{"message":"Requires authentication"}`, http.StatusUnauthorized)
+			return
+		}
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/api/v3/repos/o/r/pulls":
+			var pr map[string]any
+			json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&pr)
+			g.mu.Lock()
+			g.pulls = append(g.pulls, pr)
+			n := len(g.pulls)
+			g.mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"number":%d,"html_url":"https://%s/o/r/pull/%d"}`, n, svcHost, n)
+		case strings.HasPrefix(r.URL.Path, "/api/"):
+			fmt.Fprintf(w, `{"authorization":%q}`, r.Header.Get("Authorization"))
+		default:
+			backend.ServeHTTP(w, r)
+		}
+	}))
+}
+
+func (g *gitHost) with(h http.Handler) *gitHost { g.handler = h; return g }
+
+// TestServiceGrantWithClaude: a session granted github:o/r:push, on each
+// backend, whose Claude Code runs git and curl through its Bash tool:
+// the push of its own branch and a pull request go through with the real
+// token, which reaches the server and nothing in the box; a push to main,
+// a force push, a deletion, another repository and an admin route are
+// refused with the reason git or curl prints, and nothing of them
+// reaches the server. Every request is a line of the session's log.
+func TestServiceGrantWithClaude(t *testing.T) {
+	gh := newGitHost(t)
+	inet := newTestInternetWith(t, gh.handler, svcHost)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, inet.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOpts(t, envOpts{hosts: map[string]string{svcHost: inet.addr}}, fmt.Sprintf("[services]\nca_file = %q\n", caFile))
+	var out strings.Builder
+	if code := mainWithStdin(context.Background(), e, svcToken+"\n", &out, "secret", "set", "gh", "--kind", "github", "--host", svcHost); code != 0 || !strings.Contains(out.String(), "fingerprint") {
+		t.Fatalf("secret set: %d %s", code, out.String())
+	}
+	if ls := e.pd("secret", "ls"); !strings.Contains(ls, "gh") || !strings.Contains(ls, svcHost) || strings.Contains(ls, svcToken) {
+		t.Fatalf("secret ls: %s", ls)
+	}
+	bare := filepath.Join(gh.root, "o", "r.git")
+	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", bare}, {"-C", bare, "config", "http.receivepack", "true"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	defer e.fake.SetSteps(nil)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			e.t = t
+			// No host workspace: this Runner runs in a mount namespace of
+			// its own (for the test's names), where docker could not see
+			// a workspace's mount; the files stay in the session's volume.
+			name := "svc-" + backend
+			e.pd("run", "-d", "--name", name, "--backend", backend,
+				"--egress", "allowlist", "--allow", svcHost, "--secret", "gh:o/r:push")
+			defer e.pdRun("rm", "-f", name)
+			e.waitScreen(name, promptReady, 90*time.Second)
+			url := "https://" + svcHost + "/o/r.git"
+			script := strings.Join([]string{
+				"cd /workspace",
+				"git -c init.defaultBranch=main clone -q " + url + " repo > clone.txt 2>&1 || git init -q -b main repo",
+				"cd repo && git remote add origin " + url + " 2>/dev/null; git checkout -q -b paddock/" + name,
+				"echo " + backend + " > " + backend + ".txt && git add . && git -c user.name=a -c user.email=a@example.com commit -q -m " + backend,
+				"git push origin paddock/" + name + " > ../push.txt 2>&1; echo rc=$? >> ../push.txt",
+				"git push origin HEAD:main > ../main.txt 2>&1; echo rc=$? >> ../main.txt",
+				"git -c user.name=a -c user.email=a@example.com commit -q --amend -m rewritten; git push --force origin paddock/" + name + " > ../force.txt 2>&1; echo rc=$? >> ../force.txt",
+				"git push origin :paddock/" + name + " > ../delete.txt 2>&1; echo rc=$? >> ../delete.txt",
+				"git ls-remote https://" + svcHost + "/o/other.git > ../other.txt 2>&1; echo rc=$? >> ../other.txt",
+				"curl -sS -X POST -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" -d '{\"title\":\"from " + backend + "\",\"head\":\"paddock/" + name + "\",\"base\":\"main\"}' https://" + svcHost + "/api/v3/repos/o/r/pulls > ../pr.txt 2>&1; echo rc=$? >> ../pr.txt",
+				"curl -sS -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" https://" + svcHost + "/api/v3/repos/o/r/hooks > ../hooks.txt 2>&1; echo rc=$? >> ../hooks.txt",
+				"curl -sS -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" https://" + svcHost + "/api/v3/repos/o/r/echo > ../echo.txt 2>&1; echo rc=$? >> ../echo.txt",
+				"env > ../env.txt; echo done > ../done.txt",
+			}, "; ")
+			e.fake.SetSteps([]fakeapi.Step{{Name: "Bash", Input: map[string]any{"command": script, "description": "push and open a pull request"}}})
+			before := len(gh.seen())
+			e.typeLine(name, fakeapi.StepsKeyword+" ship it")
+			read := func(f string) string {
+				out, _, _ := e.pdRun("exec", name, "--", "cat", "/workspace/"+f)
+				return out
+			}
+			for deadline := time.Now().Add(3 * time.Minute); read("done.txt") == ""; time.Sleep(300 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the script never ended:\n%s\npush: %s\nrunner log:\n%s", e.screen(name), read("push.txt"), e.log.String())
+				}
+			}
+			if got := read("push.txt"); !strings.HasSuffix(strings.TrimSpace(got), "rc=0") {
+				t.Fatalf("the push of the session's branch: %s\n%s", got, e.pd("logs", "--services", name))
+			}
+			head, _ := exec.Command("git", "-C", bare, "rev-parse", "refs/heads/paddock/"+name).Output()
+			if len(strings.TrimSpace(string(head))) != 40 {
+				t.Fatal("the session's branch did not arrive")
+			}
+			for f, want := range map[string]string{
+				"main.txt":   "[remote rejected] HEAD -> main (paddock: not this session's branch",
+				"force.txt":  "(paddock: not a fast-forward",
+				"delete.txt": "(paddock: a session never deletes a ref)",
+				"other.txt":  "403",
+			} {
+				got := read(f)
+				if !strings.Contains(got, want) || strings.HasSuffix(strings.TrimSpace(got), "rc=0") {
+					t.Errorf("%s: %q, want %q and a failure", f, got, want)
+				}
+			}
+			if got := read("pr.txt"); !strings.Contains(got, `"number":`) {
+				t.Errorf("the pull request: %s", got)
+			}
+			if got := read("hooks.txt"); !strings.Contains(got, "paddock: refused") {
+				t.Errorf("the admin route: %s", got)
+			}
+			if got := read("echo.txt"); strings.Contains(got, svcToken) || !strings.Contains(got, "redacted by paddock") {
+				t.Errorf("the echo route: %s", got)
+			}
+			// Nothing refused reached the server: no push but the
+			// session's own branch's, no hooks, and nothing with a
+			// credential for another repository (git's first, anonymous
+			// try goes: what the box could send without paddock).
+			pushes := 0
+			for _, r := range gh.seen()[before:] {
+				if strings.Contains(r, "/other.git") && !strings.HasSuffix(r, "auth=false") || strings.Contains(r, "/hooks ") {
+					t.Errorf("a refused request reached the server: %s", r)
+				}
+				if strings.HasPrefix(r, "POST /o/r.git/git-receive-pack ") {
+					pushes++
+				}
+			}
+			if pushes != 1 {
+				t.Errorf("%d pushes reached the server, want the one of the session's branch", pushes)
+			}
+			// The real token: in no file, environment or log of the box
+			// or the Runner.
+			envTxt := read("env.txt")
+			if !strings.Contains(envTxt, "GH_ENTERPRISE_TOKEN=paddock-placeholder-gh-") {
+				t.Errorf("the box's environment has no placeholder:\n%s", envTxt)
+			}
+			leak := exec.Command("grep", "-rl", svcToken, filepath.Join(e.dir, "logs"), filepath.Join(e.dir, "audit.jsonl"))
+			if b, _ := leak.Output(); len(b) > 0 {
+				t.Errorf("the real token in %s", b)
+			}
+			// (The token split in two in the command: exec's own audit line
+			// must not hold it either.)
+			if out, _, _ := e.pdRun("exec", name, "--", "sh", "-c", "grep -rl '"+svcToken[:8]+"''"+svcToken[8:]+"' /workspace "+sandbox.HomeDir+" /tmp 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+				t.Errorf("the real token in the box's files: %s", out)
+			}
+			if strings.Contains(e.log.String(), svcToken) {
+				t.Error("the real token in the Runner's log")
+			}
+			ps, _, _ := e.pdRun("exec", name, "--", "sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n'")
+			if strings.Contains(ps, svcToken) {
+				t.Error("the real token in a box process's environment or arguments")
+			}
+			// The log: one line per request, with the ref updates.
+			var es []decisionlog.Entry
+			for _, l := range strings.Split(strings.TrimSpace(e.pd("logs", "--services", "--json", name)), "\n") {
+				var x decisionlog.Entry
+				if json.Unmarshal([]byte(l), &x) == nil {
+					es = append(es, x)
+				}
+			}
+			var pushed, refusedMain, pr bool
+			for _, x := range es {
+				for _, u := range x.RefUpdates {
+					pushed = pushed || x.Decision == decisionlog.Forwarded && strings.HasSuffix(u, "refs/heads/paddock/"+name)
+					refusedMain = refusedMain || x.Decision == decisionlog.Refused && strings.HasSuffix(u, "refs/heads/main")
+				}
+				pr = pr || x.Decision == decisionlog.Forwarded && x.Method == "POST" && strings.HasSuffix(x.Path, "/pulls")
+			}
+			if !pushed || !refusedMain || !pr {
+				t.Errorf("the service log lacks a line (push %v, main refused %v, pull request %v):\n%s", pushed, refusedMain, pr, e.pd("logs", "--services", name))
+			}
+			t.Logf("paddock logs --services %s:\n%s", name, e.pd("logs", "--services", name))
+		})
+	}
+}
