@@ -3,8 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/daemon/api"
