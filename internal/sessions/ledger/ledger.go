@@ -39,6 +39,7 @@ const Version = 1
 const (
 	KindRequest = "request" // a request to the credential proxy
 	KindEgress  = "egress"  // a connection through the egress proxy
+	KindService = "service" // a request made with a service credential's grant
 )
 
 // Record is one line of the ledger.
@@ -71,7 +72,13 @@ type Record struct {
 	ToolResults         []ToolRef `json:"tool_results,omitempty"`
 	ToolUses            []ToolRef `json:"tool_uses,omitempty"`
 
-	// Egress only.
+	// Service requests only: the grant's secret and repository, and a
+	// push's ref updates (old..new ref); Path is the request's.
+	Service    string   `json:"service,omitempty"`
+	Repo       string   `json:"repo,omitempty"`
+	RefUpdates []string `json:"ref_updates,omitempty"`
+
+	// Egress (and service) only.
 	Host           string    `json:"host,omitempty"`
 	Port           int       `json:"port,omitempty"`
 	Addr           string    `json:"addr,omitempty"`
@@ -180,6 +187,9 @@ func Join(entries []decisionlog.Entry, t *Transcript) []Record {
 				r.Kind = e.Kind // a kind this version does not know: kept as logged
 			}
 			r.Host, r.Port, r.Addr, r.Rule = e.Host, e.Port, e.Addr, e.Rule
+			if e.Kind == KindService {
+				r.Path, r.Service, r.Repo, r.RefUpdates = e.Path, e.Service, e.Repo, e.RefUpdates
+			}
 			for _, c := range during[i] {
 				r.DuringToolUses = append(r.DuringToolUses, ref(c))
 			}
