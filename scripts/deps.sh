@@ -30,11 +30,12 @@ export PATH="/usr/local/go/bin:$PATH:$CACHE/bin"
 
 say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 
-# Debian packages (systemd: for systemd-analyze, which checks the unit
+# Debian packages (gh: pull requests from local boxes through a grant;
+# systemd: for systemd-analyze, which checks the unit
 # file; etcd and the CNI plugins: the Kubernetes test cluster, which runs
 # docker.io's containerd and runc). Node.js and npm: only when missing (a
 # newer node from elsewhere is kept).
-pkgs=(ca-certificates git make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry
+pkgs=(ca-certificates git gh make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry
   etcd-server etcd-client containernetworking-plugins strace)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch

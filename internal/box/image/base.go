@@ -42,12 +42,13 @@ type BaseSpec struct {
 }
 
 // DefaultBase is the base of `paddock image build` without --base: what a
-// box needs (bash, tmux for the terminal, git for workspaces, CA
+// box needs (bash, tmux for the terminal, git for workspaces, gh for
+// pull requests through a grant (paddock run --secret), CA
 // certificates for tools that reach allowed hosts, ps) and what the tests'
 // probes use (perl, curl).
 func DefaultBase() BaseSpec {
 	return BaseSpec{Suite: "bookworm", Mirror: HostMirror(),
-		Packages: []string{"bash", "ca-certificates", "curl", "git", "perl-base", "procps", "tmux"}}
+		Packages: []string{"bash", "ca-certificates", "curl", "gh", "git", "perl-base", "procps", "tmux"}}
 }
 
 var (

@@ -89,10 +89,14 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		Clone: p.clone, Model: p.model, Effort: p.effort, ClaudeSessionID: uuid, Created: now, Limits: p.limits, Owner: p.owner}
 	s.Restart = p.restart
 	s.PushRefs = p.pushRefs
+	placeholders := map[string]string{} // one per secret: the box's tools hold one token per host
 	for _, g := range p.services {
-		if g.Placeholder, err = service.NewPlaceholder(g.Secret); err != nil {
-			return session.Session{}, err
+		if placeholders[g.Secret] == "" {
+			if placeholders[g.Secret], err = service.NewPlaceholder(g.Secret); err != nil {
+				return session.Session{}, err
+			}
 		}
+		g.Placeholder = placeholders[g.Secret]
 		s.Services = append(s.Services, g)
 	}
 	unlock := r.sessionLock(id)

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/logkey"
 	svc "github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/proxy/gitproto"
+	"github.com/paddockhq/paddock/internal/proxy/gql"
 	"github.com/paddockhq/paddock/internal/proxy/tlsterm"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 )
@@ -59,6 +61,9 @@ type Proxy struct {
 	log *slog.Logger
 	ids atomic.Uint64
 	tr  *http.Transport
+
+	mu      sync.Mutex
+	nodeIDs map[string]string // host/owner/repo → the repository's GraphQL id
 }
 
 // New builds a proxy.
@@ -69,7 +74,7 @@ func New(o Options) *Proxy {
 	if o.Decisions == nil {
 		o.Decisions = decisionlog.Discard{}
 	}
-	p := &Proxy{o: o, log: o.Log}
+	p := &Proxy{o: o, log: o.Log, nodeIDs: map[string]string{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -193,6 +198,29 @@ func (p *Proxy) handler(session string) http.Handler {
 		out.URL.Scheme, out.URL.Host, out.Host = "https", host, host
 		for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"} {
 			out.Header.Del(h)
+		}
+		if v.GraphQL {
+			body, err := io.ReadAll(io.LimitReader(r.Body, gql.MaxBytes*2+1))
+			if err != nil || len(body) > gql.MaxBytes*2 {
+				refuse(http.StatusRequestEntityTooLarge, "a GraphQL request over the size paddock reads")
+				return
+			}
+			var on []*Bound
+			for i := range s.Bounds {
+				if b := &s.Bounds[i]; b.Secret.Kind == svc.GitHub && b.Secret.Host == v.Bound.Secret.Host {
+					on = append(on, b)
+				}
+			}
+			b, op, why := judgeGraphQL(on, body, func(b *Bound) (string, error) { return p.nodeID(r.Context(), b) })
+			if why != "" {
+				e.Rule = string(OpRefused)
+				refuse(http.StatusForbidden, why)
+				return
+			}
+			v.Bound, v.Op, v.Repo = b, op, b.Repo
+			e.Repo, e.Service, e.Rule = b.Repo, b.Secret.Name, b.String()+" graphql "+string(op)
+			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			out.Header.Del("Transfer-Encoding")
 		}
 		if v.Push {
 			body, cleanup, ok := p.checkPush(w, r, s, &e)
@@ -330,6 +358,43 @@ func (p *Proxy) checkPush(w http.ResponseWriter, r *http.Request, s Session, e *
 		return nil, cleanup, false
 	}
 	return f, cleanup, true
+}
+
+// nodeID is a granted GitHub repository's GraphQL node id, asked of the
+// REST API with the real token once and kept.
+func (p *Proxy) nodeID(ctx context.Context, b *Bound) (string, error) {
+	key := b.Secret.Host + "/" + strings.ToLower(b.Repo)
+	p.mu.Lock()
+	id, ok := p.nodeIDs[key]
+	p.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	u := "https://api.github.com/repos/" + b.Repo
+	if b.Secret.Host != "github.com" {
+		u = "https://" + b.Secret.Host + "/api/v3/repos/" + b.Repo
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.Secret.Value.Reveal())
+	req.Header.Set("Accept", "application/vnd.github+json")
+	resp, err := p.tr.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		NodeID string `json:"node_id"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&doc) != nil || doc.NodeID == "" {
+		return "", fmt.Errorf("the repository %s: %s", b.Repo, resp.Status)
+	}
+	p.mu.Lock()
+	p.nodeIDs[key] = doc.NodeID
+	p.mu.Unlock()
+	return doc.NodeID, nil
 }
 
 // setCredential puts the real credential where the placeholder was.

@@ -40,6 +40,7 @@ const (
 	OpNotCovered   Op = "not covered"
 	OpPlaceholder  Op = "placeholder elsewhere"
 	OpAdminRefused Op = "admin route"
+	OpGraphQL      Op = "graphql"
 )
 
 // Verdict is the rules' answer for one request.
@@ -54,6 +55,9 @@ type Verdict struct {
 	// Push: the request is a receive-pack POST; its commands and pack
 	// must be checked (CheckPush) before it goes.
 	Push bool
+	// GraphQL: a GitHub GraphQL POST; its document must be judged
+	// (judgeGraphQL) before it goes, and names the grant it is for.
+	GraphQL bool
 }
 
 // Request is what the rules look at.
@@ -225,7 +229,12 @@ func github(b *Bound, host string, r Request) (Verdict, bool) {
 			return Verdict{Allow: true, Bound: b, Op: OpAPIMeta, Reason: "GET " + apiPath + " (" + b.String() + ")"}, true
 		}
 	case "/graphql":
-		return Verdict{Op: OpRefused, Reason: "GitHub's GraphQL API is not yet served with a grant; use the REST API for " + b.Repo}, true
+		if r.Method != "POST" {
+			return Verdict{Op: OpRefused, Reason: "GraphQL is POST only here"}, true
+		}
+		// Judged by its document, against every GitHub grant on the host
+		// (the handler reads the body: judgeGraphQL).
+		return Verdict{Allow: true, Bound: b, Op: OpGraphQL, GraphQL: true, Reason: "GraphQL, judged by its document"}, true
 	}
 	rest, ok := strings.CutPrefix(apiPath, "/repos/")
 	if !ok {

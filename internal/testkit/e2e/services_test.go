@@ -68,6 +68,10 @@ func newGitHost(t *testing.T) *gitHost {
 			g.mu.Unlock()
 			w.WriteHeader(http.StatusCreated)
 			fmt.Fprintf(w, `{"number":%d,"html_url":"https://%s/o/r/pull/%d"}`, n, svcHost, n)
+		case r.Method == "GET" && r.URL.Path == "/api/v3/repos/o/r":
+			fmt.Fprint(w, `{"id":1,"node_id":"R_o_r","name":"r","full_name":"o/r"}`)
+		case r.Method == "POST" && r.URL.Path == "/api/graphql":
+			g.graphql(w, r)
 		case strings.HasPrefix(r.URL.Path, "/api/"):
 			fmt.Fprintf(w, `{"authorization":%q}`, r.Header.Get("Authorization"))
 		default:
@@ -77,6 +81,42 @@ func newGitHost(t *testing.T) *gitHost {
 }
 
 func (g *gitHost) with(h http.Handler) *gitHost { g.handler = h; return g }
+
+// graphql answers what gh pr create and gh pr view ask (gh 2.23): the
+// repository, pull requests for a branch, the pull request made, one by
+// number.
+func (g *gitHost) graphql(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Query     string         `json:"query"`
+		Variables map[string]any `json:"variables"`
+	}
+	json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+	w.Header().Set("Content-Type", "application/json")
+	repo := `"id":"R_o_r","name":"r","owner":{"login":"o"},"hasIssuesEnabled":true,"description":"","hasWikiEnabled":false,"viewerPermission":"WRITE","defaultBranchRef":{"name":"main"}`
+	switch {
+	case strings.Contains(req.Query, "query RepositoryInfo"):
+		fmt.Fprintf(w, `{"data":{"repository":{%s,"parent":null,"mergeCommitAllowed":true,"rebaseMergeAllowed":true,"squashMergeAllowed":true}}}`, repo)
+	case strings.Contains(req.Query, "query PullRequestForBranch"):
+		fmt.Fprint(w, `{"data":{"repository":{"pullRequests":{"nodes":[]},"defaultBranchRef":{"name":"main"}}}}`)
+	case strings.Contains(req.Query, "mutation PullRequestCreate"):
+		in, _ := req.Variables["input"].(map[string]any)
+		g.mu.Lock()
+		g.pulls = append(g.pulls, in)
+		n := len(g.pulls)
+		g.mu.Unlock()
+		fmt.Fprintf(w, `{"data":{"createPullRequest":{"pullRequest":{"id":"PR_%d","url":"https://%s/o/r/pull/%d"}}}}`, n, svcHost, n)
+	case strings.Contains(req.Query, "query PullRequestByNumber"):
+		g.mu.Lock()
+		var title string
+		if len(g.pulls) > 0 {
+			title, _ = g.pulls[len(g.pulls)-1]["title"].(string)
+		}
+		g.mu.Unlock()
+		fmt.Fprintf(w, `{"data":{"repository":{"pullRequest":{"id":"PR_1","url":"https://%s/o/r/pull/1","number":1,"title":%q,"state":"OPEN","body":"","author":{"login":"owner"},"isDraft":false,"baseRefName":"main","headRefName":"x","additions":1,"deletions":0,"commits":{"totalCount":1},"reviewRequests":{"nodes":[]},"reviews":{"nodes":[],"totalCount":0},"assignees":{"nodes":[],"totalCount":0},"labels":{"nodes":[],"totalCount":0},"projectCards":{"nodes":[],"totalCount":0},"comments":{"nodes":[],"totalCount":0},"reactionGroups":[],"createdAt":"2026-12-05T00:00:00Z","statusCheckRollup":{"nodes":[]}}}}}`, svcHost, title)
+	default:
+		http.Error(w, `{"errors":[{"message":"the test's fake does not answer this query"}]}`, http.StatusBadRequest)
+	}
+}
 
 // TestServiceGrantWithClaude: a session granted github:o/r:push, on each
 // backend, whose Claude Code runs git and curl through its Bash tool:
@@ -131,6 +171,9 @@ func TestServiceGrantWithClaude(t *testing.T) {
 				"git ls-remote https://" + svcHost + "/o/other.git > ../other.txt 2>&1; echo rc=$? >> ../other.txt",
 				"curl -sS -X POST -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" -d '{\"title\":\"from " + backend + "\",\"head\":\"paddock/" + name + "\",\"base\":\"main\"}' https://" + svcHost + "/api/v3/repos/o/r/pulls > ../pr.txt 2>&1; echo rc=$? >> ../pr.txt",
 				"curl -sS -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" https://" + svcHost + "/api/v3/repos/o/r/hooks > ../hooks.txt 2>&1; echo rc=$? >> ../hooks.txt",
+				"gh pr create --title 'gh from " + backend + "' --body b --head paddock/" + name + " --base main > ../ghpr.txt 2>&1; echo rc=$? >> ../ghpr.txt",
+				"gh pr view 1 > ../ghview.txt 2>&1; echo rc=$? >> ../ghview.txt",
+				"gh api graphql -f query='{ search(query: \"x\", type: REPOSITORY, first: 5) { repositoryCount } }' > ../ghsearch.txt 2>&1; echo rc=$? >> ../ghsearch.txt",
 				"curl -sS -H \"Authorization: Bearer $GH_ENTERPRISE_TOKEN\" https://" + svcHost + "/api/v3/repos/o/r/echo > ../echo.txt 2>&1; echo rc=$? >> ../echo.txt",
 				"env > ../env.txt; echo done > ../done.txt",
 			}, "; ")
@@ -166,6 +209,15 @@ func TestServiceGrantWithClaude(t *testing.T) {
 			}
 			if got := read("pr.txt"); !strings.Contains(got, `"number":`) {
 				t.Errorf("the pull request: %s", got)
+			}
+			if got := read("ghpr.txt"); !strings.Contains(got, "https://"+svcHost+"/o/r/pull/") || !strings.HasSuffix(strings.TrimSpace(got), "rc=0") {
+				t.Errorf("gh pr create: %s", got)
+			}
+			if got := read("ghview.txt"); !strings.Contains(got, "gh from "+backend) {
+				t.Errorf("gh pr view: %s", got)
+			}
+			if got := read("ghsearch.txt"); !strings.Contains(got, "403") && !strings.Contains(got, "search") || strings.HasSuffix(strings.TrimSpace(got), "rc=0") {
+				t.Errorf("gh api graphql with a search: %s", got)
 			}
 			if got := read("hooks.txt"); !strings.Contains(got, "paddock: refused") {
 				t.Errorf("the admin route: %s", got)
