@@ -152,6 +152,7 @@ func Handler(b Backend) http.Handler {
 	cloneRoutes(mux, b)
 	messageRoute(mux, b)
 	secretRoutes(mux, b)
+	prRoute(mux, b)
 	webRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -125,6 +125,10 @@ const (
 	// A message typed into a session's claude (paddock send, the web
 	// page's review); Detail gives its size, never its words.
 	ActionMessage = "message"
+	// A session's branch pushed and a pull request opened with its
+	// owner's service credential (paddock pr); Detail names the branch,
+	// the commit and the pull request.
+	ActionPR = "pr"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

@@ -119,6 +119,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		serveCmd(g, o),
 		runCmd(g, o),
 		secretCmd(g, o),
+		prCmd(g, o),
 		lsCmd(g, o),
 		attachCmd(g, o),
 		execCmd(g, o),

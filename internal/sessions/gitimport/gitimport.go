@@ -137,6 +137,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/credentials/secret"
 )
 
 // DefaultMaxBytes bounds a bundle when Options.MaxBytes is 0.
@@ -766,4 +767,74 @@ func Pack(ctx context.Context, o Options, base string, w io.Writer) error {
 		return fmt.Errorf("git pack-objects in %s: %w: %s", o.Repo, err, stderr)
 	}
 	return nil
+}
+
+// PushOptions are what Push sends where.
+type PushOptions struct {
+	// URL is the https:// remote (a service host's repository).
+	URL string
+	// Src is the ref or commit pushed, Dst the branch it lands on there.
+	Src, Dst string
+	// User and Token answer git's credential request (the token travels
+	// in the environment of the owner's git, never in its arguments).
+	User  string
+	Token secret.Value
+	// CAFile, if set, holds the only roots the remote's certificate may
+	// chain to (services.ca_file).
+	CAFile string
+}
+
+// Push pushes p.Src of the repository o.Repo to p.Dst at p.URL, as o.UID,
+// with the safety of Import but for one transport, https, to that remote:
+// no hook (pre-push included), no other credential helper, no config of
+// the host's or the owner's but the repository's own. Not a force push:
+// the remote refuses what is not a fast-forward. It returns git's
+// --porcelain report.
+func Push(ctx context.Context, o Options, p PushOptions) (string, error) {
+	if !strings.HasPrefix(p.URL, "https://") || strings.ContainsAny(p.URL, " \n") {
+		return "", fmt.Errorf("push to %q: https only: %w", p.URL, errdefs.ErrInvalid)
+	}
+	if strings.HasPrefix(p.Dst, "-") || strings.HasPrefix(p.Src, "-") || strings.ContainsAny(p.Src+p.Dst, ": \n") {
+		return "", fmt.Errorf("push %q to %q: not a ref: %w", p.Src, p.Dst, errdefs.ErrInvalid)
+	}
+	git, err := openRepo(&o)
+	if err != nil {
+		return "", err
+	}
+	env := []string{"GIT_ALLOW_PROTOCOL=https", "PADDOCK_PUSH_USER=" + p.User, "PADDOCK_PUSH_TOKEN=" + p.Token.Reveal()}
+	if p.CAFile != "" {
+		env = append(env, "GIT_SSL_CAINFO="+p.CAFile)
+	}
+	out, err := git.run(ctx, env, nil, "-c", "protocol.https.allow=always",
+		"-c", `credential.helper=!f() { test "$1" = get && printf 'username=%s\npassword=%s\n' "$PADDOCK_PUSH_USER" "$PADDOCK_PUSH_TOKEN"; }; f`,
+		"push", "--porcelain", "--no-verify", "--", p.URL, p.Src+":refs/heads/"+p.Dst)
+	if err != nil {
+		return string(out), fmt.Errorf("git push to %s: %w", p.URL, err)
+	}
+	return string(out), nil
+}
+
+// CurrentBranch is the branch HEAD names in the repository o.Repo (read
+// as o.UID with Import's safety), or an error for a detached HEAD.
+func CurrentBranch(ctx context.Context, o Options) (string, error) {
+	git, err := openRepo(&o)
+	if err != nil {
+		return "", err
+	}
+	out, err := git.run(ctx, nil, nil, "symbolic-ref", "--quiet", "--short", "HEAD")
+	b := strings.TrimSpace(string(out))
+	if err != nil || b == "" {
+		return "", fmt.Errorf("%s is on no branch (a detached HEAD): check one out first: %w", o.Repo, errdefs.ErrInvalid)
+	}
+	return b, nil
+}
+
+// Subject is the first line of commit's message in the repository o.Repo.
+func Subject(ctx context.Context, o Options, commit string) (string, error) {
+	git, err := openRepo(&o)
+	if err != nil {
+		return "", err
+	}
+	out, err := git.run(ctx, nil, nil, "show", "-s", "--no-show-signature", "--format=%s", "--end-of-options", commit)
+	return strings.TrimSpace(string(out)), err
 }

@@ -64,6 +64,9 @@ const (
 	// OpMessage types a message into claude's prompt, as a person at its
 	// terminal would (paddock send): a driver's right.
 	OpMessage Op = "message"
+	// OpPR pushes the session's branch with its owner's service
+	// credential and opens a pull request (paddock pr): the owner's.
+	OpPR Op = "pr"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -81,6 +84,7 @@ var allowed = map[Op][]State{
 	OpFetch:   {Running},
 	OpMerge:   {Running},
 	OpMessage: {Running},
+	OpPR:      {Running},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -93,7 +97,7 @@ func Check(op Op, name string, cur State) error {
 	}
 	hint := ""
 	switch {
-	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch || op == OpMerge || op == OpMessage):
+	case cur == Asleep && (op == OpAttach || op == OpExec || op == OpSleep || op == OpDiff || op == OpFetch || op == OpMerge || op == OpMessage || op == OpPR):
 		hint = fmt.Sprintf("; wake it first: paddock wake %s", name)
 	case cur == Running && (op == OpWake || op == OpStart):
 		hint = fmt.Sprintf("; it already runs: paddock attach %s", name)
@@ -442,7 +446,7 @@ var Need = map[Op]Role{
 	OpSleep: RoleOperator, OpWake: RoleOperator, OpSet: RoleOperator, OpExec: RoleOperator, OpRemove: RoleOperator,
 	OpShare: RoleOwner, OpExport: RoleOperator,
 	OpDiff: RoleObserver, OpFetch: RoleOperator, OpMerge: RoleOwner,
-	OpMessage: RoleDriver,
+	OpMessage: RoleDriver, OpPR: RoleOwner,
 }
 
 // Clone is a clone session's branch: made in the box at its first start

@@ -69,7 +69,7 @@ func newGitHost(t *testing.T) *gitHost {
 			w.WriteHeader(http.StatusCreated)
 			fmt.Fprintf(w, `{"number":%d,"html_url":"https://%s/o/r/pull/%d"}`, n, svcHost, n)
 		case r.Method == "GET" && r.URL.Path == "/api/v3/repos/o/r":
-			fmt.Fprint(w, `{"id":1,"node_id":"R_o_r","name":"r","full_name":"o/r"}`)
+			fmt.Fprint(w, `{"id":1,"node_id":"R_o_r","name":"r","full_name":"o/r","default_branch":"main"}`)
 		case r.Method == "POST" && r.URL.Path == "/api/graphql":
 			g.graphql(w, r)
 		case strings.HasPrefix(r.URL.Path, "/api/"):
@@ -285,4 +285,44 @@ func TestServiceGrantWithClaude(t *testing.T) {
 			t.Logf("paddock logs --services %s:\n%s", name, e.pd("logs", "--services", name))
 		})
 	}
+
+	// paddock pr, from the host: a clone session's branch, fetched from
+	// its box, pushed as the repository's owner with the real token, and
+	// a pull request opened; the box is given nothing for it.
+	t.Run("pr", func(t *testing.T) {
+		e.t = t
+		ws := ownedRepo(t)
+		name := "svc-pr"
+		e.pd("run", "-d", "--name", name, "--backend", "local", "--workspace", ws, "--clone", "--secret", "gh:o/r:push")
+		defer e.pdRun("rm", "-f", name)
+		e.waitScreen(name, promptReady, 90*time.Second)
+		if out, errs, code := e.pdRun("pr", name); code == 0 || !strings.Contains(out+errs, "no commit beyond its base") {
+			t.Fatalf("pr of a branch with nothing new: %d %s%s", code, out, errs)
+		}
+		e.pd("exec", name, "--", "sh", "-c", "cd /workspace && echo pr > pr.txt && git add pr.txt && git -c user.name=a -c user.email=a@example.com commit -q -m 'Add pr.txt from the box'")
+		pullsBefore := len(gh.pulls)
+		out := e.pd("pr", name, "--body", "made by a test")
+		if !strings.Contains(out, "opened pull request #") || !strings.Contains(out, "paddock/"+name) {
+			t.Fatalf("paddock pr said %q", out)
+		}
+		head, _ := exec.Command("git", "-C", bare, "rev-parse", "refs/heads/paddock/"+name).Output()
+		boxHead := strings.TrimSpace(e.pd("exec", name, "--", "git", "-C", "/workspace", "rev-parse", "HEAD"))
+		if strings.TrimSpace(string(head)) != boxHead {
+			t.Fatalf("the upstream's branch %q, the box's %q", head, boxHead)
+		}
+		gh.mu.Lock()
+		pr := gh.pulls[len(gh.pulls)-1]
+		n := len(gh.pulls)
+		gh.mu.Unlock()
+		if n != pullsBefore+1 || pr["head"] != "paddock/"+name || pr["base"] != "main" || pr["title"] != "Add pr.txt from the box" || pr["body"] != "made by a test" {
+			t.Fatalf("the pull request: %v", pr)
+		}
+		logs := e.pd("logs", "--services", name)
+		if !strings.Contains(logs, "PUSH") || !strings.Contains(logs, "/repos/o/r/pulls") {
+			t.Fatalf("the log lacks the push or the pull request:\n%s", logs)
+		}
+		if b, _ := exec.Command("grep", "-rl", svcToken, ws).Output(); len(b) > 0 {
+			t.Fatalf("the real token in the repository: %s", b)
+		}
+	})
 }
