@@ -56,8 +56,11 @@ type CreateRequest struct {
 	// Secrets grant the session the use of its creator's stored service
 	// credentials: NAME[:OWNER/REPO[:read|push]] (service.ParseGrant);
 	// PushRefs are branches (or NAME/*) it may push besides its own.
-	Secrets        []string `json:"secrets,omitempty"`
-	PushRefs       []string `json:"push_refs,omitempty"`
+	Secrets  []string `json:"secrets,omitempty"`
+	PushRefs []string `json:"push_refs,omitempty"`
+	// SecretSets name sets of grants of the Runner's config
+	// (services.sets), given as if each grant were in Secrets.
+	SecretSets     []string `json:"secret_sets,omitempty"`
 	Model          string   `json:"model,omitempty"`
 	Effort         string   `json:"effort,omitempty"`
 	CredentialMode string   `json:"credential_mode,omitempty"`

@@ -121,6 +121,7 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 	f.StringVar(&req.Branch, "branch", "", "with --clone: the clone's branch (default paddock/NAME)")
 	f.StringVar(&req.From, "from", "", "with --clone: the branch, tag or commit of the repository it starts from (default HEAD)")
 	f.StringArrayVar(&req.Secrets, "secret", nil, "give the session the use of a stored service credential: NAME:OWNER/REPO[:read|push] (github, gitlab) or NAME (header); the box gets a placeholder; repeat")
+	f.StringArrayVar(&req.SecretSets, "secret-set", nil, "give the session every grant of a set named in the Runner's config (services.sets); repeat")
 	f.StringArrayVar(&req.PushRefs, "push-ref", nil, "with a push grant: a branch (or NAME/*) the session may push besides its own paddock/NAME; repeat")
 	f.StringVar(&req.Model, "model", "", "Claude model (claude --model)")
 	f.StringVar(&req.Effort, "effort", "", "effort level: "+strings.Join(session.Efforts, ", "))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 )
@@ -63,6 +64,9 @@ type Services struct {
 	CAFile string `toml:"ca_file"`
 	// MaxPushMB bounds one push through a grant (default 1024).
 	MaxPushMB int64 `toml:"max_push_mb"`
+	// Sets name lists of grants (NAME[:OWNER/REPO[:read|push]]) that
+	// paddock run --secret-set gives at once.
+	Sets map[string][]string `toml:"sets"`
 }
 
 // API configures who may use the Runner's socket ([api]).
@@ -693,6 +697,19 @@ func (c Config) Validate() error {
 	}
 	if c.Services.MaxPushMB < 0 {
 		return &Error{Key: "services.max_push_mb", Msg: "must not be negative"}
+	}
+	for name, grants := range c.Services.Sets {
+		if !regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`).MatchString(name) {
+			return &Error{Key: "services.sets." + name, Msg: "a set's name is lower-case letters, digits and dashes"}
+		}
+		if len(grants) == 0 {
+			return &Error{Key: "services.sets." + name, Msg: "an empty set"}
+		}
+		for _, g := range grants {
+			if _, err := service.ParseGrant(g); err != nil {
+				return &Error{Key: "services.sets." + name, Msg: err.Error()}
+			}
+		}
 	}
 	o := c.Credential.OAuth
 	for k, v := range map[string]string{"credential.oauth.authorize_url": o.AuthorizeURL, "credential.oauth.token_url": o.TokenURL, "credential.oauth.redirect_url": o.RedirectURL} {

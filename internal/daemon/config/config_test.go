@@ -213,3 +213,18 @@ func TestUsageView(t *testing.T) {
 		}
 	}
 }
+
+// TestServicesSets: a set of grants is checked at load.
+func TestServicesSets(t *testing.T) {
+	for doc, ok := range map[string]bool{
+		"version = 1\n[services.sets]\nship = [\"gh:o/r:push\", \"tracker\"]\n": true,
+		"version = 1\n[services.sets]\nship = [\"gh:o/r:admin\"]\n":              false,
+		"version = 1\n[services.sets]\nShip = [\"gh:o/r\"]\n":                    false,
+		"version = 1\n[services.sets]\nship = []\n":                              false,
+	} {
+		_, err := Parse("paddock.toml", []byte(doc))
+		if (err == nil) != ok {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func (r *Runner) gatherCreateFacts(ctx context.Context, req api.CreateRequest) c
 		f.lent = f.credErr == nil && r.lent(f.caller, f.cred)
 	}
 	f.sessions, f.sessionsErr = r.Sessions(ctx)
-	if len(req.Secrets) > 0 {
+	if len(req.Secrets) > 0 || len(req.SecretSets) > 0 {
 		f.secrets, f.secretsErr = r.secretsFile(f.caller.UID).List()
 	}
 	return f
@@ -209,6 +209,18 @@ func (p *createPlan) planServices(req api.CreateRequest, f createFacts) error {
 		if err := service.ValidPushRef(r); err != nil {
 			return err
 		}
+	}
+	for _, set := range req.SecretSets {
+		grants, ok := f.cfg.Services.Sets[set]
+		if !ok {
+			var names []string
+			for n := range f.cfg.Services.Sets {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return fmt.Errorf("--secret-set %s: the Runner's config names no such set (services.sets: %s): %w", set, cmp.Or(strings.Join(names, ", "), "none"), errdefs.ErrNotFound)
+		}
+		req.Secrets = append(slices.Clone(req.Secrets), grants...)
 	}
 	if len(req.PushRefs) > 0 && len(req.Secrets) == 0 {
 		return fmt.Errorf("--push-ref names branches a session may push with a grant; give --secret NAME:OWNER/REPO:push too: %w", errdefs.ErrInvalid)

@@ -31,6 +31,7 @@ func TestSecretsArePerPerson(t *testing.T) {
 	cfg := config.Default()
 	cfg.Proxy.Listen, cfg.Web.Listen, cfg.Anthropic.Upstream = "127.0.0.1:0", "127.0.0.1:0", up.URL
 	cfg.Credential.FallbackToOwner = true
+	cfg.Services.Sets = map[string][]string{"ship": {"gh:o/r:push"}}
 	r, err := New(Options{StateDir: filepath.Join(t.TempDir(), "state"), Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=" + owner},
 		Backends: map[string]sandbox.Backend{"local": backends["local"]}})
 	if err != nil {
@@ -62,6 +63,14 @@ func TestSecretsArePerPerson(t *testing.T) {
 			t.Errorf("--secret %s: %v", req, err)
 		}
 	}
+	if _, err := r.CreateSession(ann, api.CreateRequest{Name: "ann-set", Backend: "local", NoStart: true, SecretSets: []string{"nope"}}); !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "services.sets: ship") {
+		t.Errorf("an unknown set: %v", err)
+	}
+	set, err := r.CreateSession(ann, api.CreateRequest{Name: "ann-set", Backend: "local", NoStart: true, SecretSets: []string{"ship"}})
+	if err != nil || len(set.Services) != 1 || set.Services[0].String() != "gh:o/r:push" {
+		t.Fatalf("a set: %+v %v", set.Services, err)
+	}
+	r.RemoveSession(context.Background(), set.ID, false)
 	if _, err := r.CreateSession(ann, api.CreateRequest{Name: "ann-pr", Backend: "local", NoStart: true, PushRefs: []string{"x"}}); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Errorf("--push-ref without a grant: %v", err)
 	}
