@@ -218,9 +218,9 @@ func TestUsageView(t *testing.T) {
 func TestServicesSets(t *testing.T) {
 	for doc, ok := range map[string]bool{
 		"version = 1\n[services.sets]\nship = [\"gh:o/r:push\", \"tracker\"]\n": true,
-		"version = 1\n[services.sets]\nship = [\"gh:o/r:admin\"]\n":              false,
-		"version = 1\n[services.sets]\nShip = [\"gh:o/r\"]\n":                    false,
-		"version = 1\n[services.sets]\nship = []\n":                              false,
+		"version = 1\n[services.sets]\nship = [\"gh:o/r:admin\"]\n":             false,
+		"version = 1\n[services.sets]\nShip = [\"gh:o/r\"]\n":                   false,
+		"version = 1\n[services.sets]\nship = []\n":                             false,
 	} {
 		_, err := Parse("paddock.toml", []byte(doc))
 		if (err == nil) != ok {
