@@ -333,9 +333,9 @@ func (e *env) objectsOf(id string) []sandbox.Object {
 // chat starts a detached session on backend, waits for Claude Code's
 // prompt and has one exchange with the fake API; it returns the session's
 // id and the token in its box.
-func (e *env) chat(name, backend string) (id, token string) {
+func (e *env) chat(name, backend string, extra ...string) (id, token string) {
 	e.t.Helper()
-	id = strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
+	id = strings.TrimSpace(e.pd(append([]string{"run", "-d", "--name", name, "--backend", backend}, extra...)...))
 	e.waitScreen(name, promptReady, 30*time.Second)
 	e.typeLine(name, "say hi")
 	e.waitScreen(name, "hi from the fake server (turn 1)", 30*time.Second)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io/fs"
 	"net/url"
 	"os"
@@ -30,11 +31,18 @@ import (
 //     reaches the Runner from its own environment here).
 func TestSecretHygiene(t *testing.T) {
 	e := newEnv(t)
+	// A service credential, granted to each session: it stays in its
+	// 0600 file, and the box holds only its placeholder.
+	const serviceToken = "ghp_hygiene_service_token_5d2e9b"
+	var out strings.Builder
+	if code := mainWithStdin(context.Background(), e, serviceToken+"\n", &out, "secret", "set", "gh", "--kind", "github"); code != 0 {
+		t.Fatalf("secret set: %s", out.String())
+	}
 	for _, backend := range []string{"local", "docker"} {
 		t.Run(backend, func(t *testing.T) {
 			e.t = t
 			name := "hyg-" + backend
-			id, tok1 := e.chat(name, backend)
+			id, tok1 := e.chat(name, backend, "--secret", "gh:o/r:push")
 			e.typeLine(name, "TOOLTEST: echo hello > /workspace/proof.txt")
 			e.waitScreen(name, "The tool ran. Done.", 30*time.Second)
 			e.pd("sleep", name)
@@ -46,7 +54,7 @@ func TestSecretHygiene(t *testing.T) {
 			if !strings.HasPrefix(tok1, "pdk_st_") || !strings.HasPrefix(tok2, "pdk_st_") || tok1 == tok2 {
 				t.Fatalf("tokens %q %q", tok1, tok2)
 			}
-			secrets := map[string]string{"the owner's credential": ownerToken, "the revoked token": tok1, "the live token": tok2}
+			secrets := map[string]string{"the owner's credential": ownerToken, "the revoked token": tok1, "the live token": tok2, "the service token": serviceToken}
 
 			// The box's files. The patterns go in on stdin (grep -f -), so
 			// they are in no file and no argument in the box.
@@ -57,7 +65,7 @@ func TestSecretHygiene(t *testing.T) {
 			// A planted canary proves the search finds what is there.
 			const canary = "paddock-hygiene-canary-7f3a"
 			e.pd("exec", name, "--", "sh", "-c", "echo "+canary+" > /workspace/.canary")
-			patterns := ownerToken + "\n" + tok1 + "\n" + tok2 + "\n" + canary + "\n"
+			patterns := ownerToken + "\n" + tok1 + "\n" + tok2 + "\n" + serviceToken + "\n" + canary + "\n"
 			hits := e.execStdin(name, patterns, "sh", "-c",
 				"p=$(cat); for r in /* /.[!.]*; do case $r in "+skip+") continue;; esac; [ -e \"$r\" ] || continue; "+
 					"printf '%s\\n' \"$p\" | grep -rlsF -f - \"$r\"; done; true")
@@ -112,15 +120,23 @@ func TestSecretHygiene(t *testing.T) {
 					return nil
 				}
 				b, err := os.ReadFile(p)
-				if err == nil {
-					check("state file "+p, b)
+				if err != nil {
+					return nil
 				}
+				if filepath.Base(p) == "secrets.json" && filepath.Base(filepath.Dir(filepath.Dir(p))) == "users" {
+					// Where the service token is kept: 0600, and nothing else in it.
+					if fi, _ := d.Info(); fi == nil || fi.Mode().Perm() != 0o600 {
+						t.Errorf("%s is not 0600", p)
+					}
+					b = []byte(strings.ReplaceAll(string(b), serviceToken, ""))
+				}
+				check("state file "+p, b)
 				return nil
 			})
 			e.mu.Lock()
 			check("the Runner's log", []byte(e.log.String()))
 			e.mu.Unlock()
-			for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"logs", name}, {"logs", name, "--json"}, {"logs", name, "--egress"},
+			for _, args := range [][]string{{"ls"}, {"ls", "--json"}, {"logs", name}, {"logs", name, "--json"}, {"logs", name, "--egress"}, {"logs", name, "--services"}, {"secret", "ls"},
 				{"ledger", name, "--with-transcript"}, {"ledger", name, "--format", "csv"}, {"credential", "status"}, {"doctor"}, {"set", name, "--budget", "1000000"}, {"wake", name}, {"exec", name, "--", "nope-not-a-command"}} {
 				out, _ := e.pdCode(args...)
 				check("`paddock "+strings.Join(args, " ")+"`", []byte(out))
