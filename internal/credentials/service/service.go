@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zalando/go-keyring"
+
 	"github.com/paddockhq/paddock/internal/base/atomicfile"
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
@@ -154,6 +156,8 @@ type Status struct {
 	Fingerprint string    `json:"fingerprint"`
 	Length      int       `json:"length"`
 	SetAt       time.Time `json:"set_at"`
+	// Where it is kept (Store.Where), when just stored.
+	Where string `json:"where,omitempty"`
 }
 
 // Status describes s.
@@ -179,21 +183,33 @@ type File struct{ Path string }
 // ErrNotFound is wrapped when no secret has the name.
 var ErrNotFound = fmt.Errorf("no such secret: %w", errdefs.ErrNotFound)
 
-func (f File) load() (fileDoc, error) {
+// Store keeps one person's secrets: File (a 0600 file), or Keyring (the
+// OS keyring, for the Runner's own user where the host has one).
+type Store interface {
+	Get(name string) (Secret, error)
+	List() ([]Secret, error)
+	Save(s Secret) (Secret, error)
+	Remove(name string) error
+	// Where says where, for the person (never the value).
+	Where() string
+}
+
+// backing reads and writes a store's document.
+type backing interface {
+	read() ([]byte, error) // nil, nil: none yet
+	write([]byte) error
+	damaged() error
+}
+
+func decode(bk backing) (fileDoc, error) {
 	d := fileDoc{Version: 1, Secrets: map[string]fileEntry{}}
-	b, err := os.ReadFile(f.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, nil
-	}
-	if err != nil {
-		return d, fmt.Errorf("read the secrets file: %w", err)
-	}
-	if fi, err := os.Stat(f.Path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		return d, fmt.Errorf("the secrets file %s is readable by others (mode %v); run chmod 600 on it: %w", f.Path, fi.Mode().Perm(), errdefs.ErrForbidden)
+	b, err := bk.read()
+	if err != nil || b == nil {
+		return d, err
 	}
 	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 {
-		// Never echo the file: it holds the secrets.
-		return d, fmt.Errorf("the secrets file %s is damaged; remove it and store the secrets again with paddock secret set: %w", f.Path, errdefs.ErrInvalid)
+		// Never echo the document: it holds the secrets.
+		return d, bk.damaged()
 	}
 	if d.Secrets == nil {
 		d.Secrets = map[string]fileEntry{}
@@ -201,9 +217,16 @@ func (f File) load() (fileDoc, error) {
 	return d, nil
 }
 
-// Get returns the named secret.
-func (f File) Get(name string) (Secret, error) {
-	d, err := f.load()
+func encode(bk backing, d fileDoc) error {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	return bk.write(append(b, '\n'))
+}
+
+func get(bk backing, name string) (Secret, error) {
+	d, err := decode(bk)
 	if err != nil {
 		return Secret{}, err
 	}
@@ -216,9 +239,8 @@ func (f File) Get(name string) (Secret, error) {
 	return s, nil
 }
 
-// List returns every secret, by name.
-func (f File) List() ([]Secret, error) {
-	d, err := f.load()
+func list(bk backing) ([]Secret, error) {
+	d, err := decode(bk)
 	if err != nil {
 		return nil, err
 	}
@@ -232,12 +254,11 @@ func (f File) List() ([]Secret, error) {
 	return out, nil
 }
 
-// Save checks s and stores it, replacing one of its name.
-func (f File) Save(s Secret) (Secret, error) {
+func save(bk backing, s Secret) (Secret, error) {
 	if err := s.Check(); err != nil {
 		return Secret{}, err
 	}
-	d, err := f.load()
+	d, err := decode(bk)
 	if err != nil {
 		return Secret{}, err
 	}
@@ -245,16 +266,11 @@ func (f File) Save(s Secret) (Secret, error) {
 		s.SetAt = time.Now().UTC().Truncate(time.Second)
 	}
 	d.Secrets[s.Name] = fileEntry{Secret: s, Value: s.Value.Reveal()}
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return Secret{}, err
-	}
-	return s, atomicfile.Write(f.Path, append(b, '\n'), 0o600)
+	return s, encode(bk, d)
 }
 
-// Remove deletes the named secret.
-func (f File) Remove(name string) error {
-	d, err := f.load()
+func remove(bk backing, name string) error {
+	d, err := decode(bk)
 	if err != nil {
 		return err
 	}
@@ -262,12 +278,87 @@ func (f File) Remove(name string) error {
 		return fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	delete(d.Secrets, name)
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(f.Path, append(b, '\n'), 0o600)
+	return encode(bk, d)
 }
+
+func (f File) read() ([]byte, error) {
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the secrets file: %w", err)
+	}
+	if fi, err := os.Stat(f.Path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("the secrets file %s is readable by others (mode %v); run chmod 600 on it: %w", f.Path, fi.Mode().Perm(), errdefs.ErrForbidden)
+	}
+	return b, nil
+}
+
+func (f File) write(b []byte) error { return atomicfile.Write(f.Path, b, 0o600) }
+
+func (f File) damaged() error {
+	return fmt.Errorf("the secrets file %s is damaged; remove it and store the secrets again with paddock secret set: %w", f.Path, errdefs.ErrInvalid)
+}
+
+// Get returns the named secret.
+func (f File) Get(name string) (Secret, error) { return get(f, name) }
+
+// List returns every secret, by name.
+func (f File) List() ([]Secret, error) { return list(f) }
+
+// Save checks s and stores it, replacing one of its name.
+func (f File) Save(s Secret) (Secret, error) { return save(f, s) }
+
+// Remove deletes the named secret.
+func (f File) Remove(name string) error { return remove(f, name) }
+
+// Where is the file's path.
+func (f File) Where() string { return f.Path + " (mode 0600)" }
+
+// Keyring keeps the secrets in the OS keyring (the Secret Service),
+// under service "paddock-services" and the state directory as the
+// account: one document, as the file holds it.
+type Keyring struct{ Account string }
+
+const keyringService = "paddock-services"
+
+func (k Keyring) read() ([]byte, error) {
+	v, err := keyring.Get(keyringService, k.Account)
+	if errors.Is(err, keyring.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OS keyring: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	return []byte(v), nil
+}
+
+func (k Keyring) write(b []byte) error {
+	if err := keyring.Set(keyringService, k.Account, string(b)); err != nil {
+		return fmt.Errorf("OS keyring: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+func (k Keyring) damaged() error {
+	return fmt.Errorf("the service credentials in the OS keyring are damaged; delete %s/%s there and store them again: %w", keyringService, k.Account, errdefs.ErrInvalid)
+}
+
+// Get returns the named secret.
+func (k Keyring) Get(name string) (Secret, error) { return get(k, name) }
+
+// List returns every secret, by name.
+func (k Keyring) List() ([]Secret, error) { return list(k) }
+
+// Save checks s and stores it, replacing one of its name.
+func (k Keyring) Save(s Secret) (Secret, error) { return save(k, s) }
+
+// Remove deletes the named secret.
+func (k Keyring) Remove(name string) error { return remove(k, name) }
+
+// Where says the OS keyring.
+func (k Keyring) Where() string { return "the OS keyring" }
 
 // PlaceholderPrefix starts every placeholder, so one is easy to spot.
 const PlaceholderPrefix = "paddock-placeholder-"

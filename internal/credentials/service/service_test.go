@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zalando/go-keyring"
+
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 )
@@ -163,4 +165,36 @@ func FuzzParseGrant(f *testing.F) {
 			t.Fatalf("%q: %+v does not round-trip: %+v %v", s, g, g2, err)
 		}
 	})
+}
+
+// TestKeyringStore: the keyring store keeps the same document as the
+// file: read back whole, listed, removed; a damaged one refused without
+// echoing it.
+func TestKeyringStore(t *testing.T) {
+	keyring.MockInit()
+	k := Keyring{Account: "/var/lib/paddock-test"}
+	if l, err := k.List(); err != nil || len(l) != 0 {
+		t.Fatalf("an empty keyring: %v %v", l, err)
+	}
+	var st Store = k
+	if _, err := st.Save(Secret{Name: "github", Kind: GitHub, Value: secret.New(token)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get("github")
+	if err != nil || got.Value.Reveal() != token || got.Host != "github.com" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if st.Where() != "the OS keyring" {
+		t.Fatal(st.Where())
+	}
+	if err := st.Remove("github"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get("github"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("after rm: %v", err)
+	}
+	keyring.Set(keyringService, k.Account, "{"+token)
+	if _, err := st.List(); !errors.Is(err, errdefs.ErrInvalid) || strings.Contains(err.Error(), token) {
+		t.Fatalf("damaged: %v", err)
+	}
 }

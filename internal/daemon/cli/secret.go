@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -73,7 +74,7 @@ paddock secret ls shows names, kinds and fingerprints; no command shows a value.
 			if st.HeaderName != "" {
 				where = st.HeaderName + " for " + st.Host + st.PathPrefix
 			}
-			fmt.Fprintf(o.Stdout, "stored %s credential %s (%s; %d bytes, fingerprint %s)\ngive a session its use with paddock run --secret %s", st.Kind, st.Name, where, st.Length, st.Fingerprint, st.Name)
+			fmt.Fprintf(o.Stdout, "stored %s credential %s (%s; %d bytes, fingerprint %s) in %s\ngive a session its use with paddock run --secret %s", st.Kind, st.Name, where, st.Length, st.Fingerprint, cmp.Or(st.Where, "the Runner"), st.Name)
 			if st.Kind != "header" {
 				fmt.Fprint(o.Stdout, ":OWNER/REPO[:read|push]")
 			}

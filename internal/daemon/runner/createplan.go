@@ -96,7 +96,7 @@ func (r *Runner) gatherCreateFacts(ctx context.Context, req api.CreateRequest) c
 	}
 	f.sessions, f.sessionsErr = r.Sessions(ctx)
 	if len(req.Secrets) > 0 || len(req.SecretSets) > 0 {
-		f.secrets, f.secretsErr = r.secretsFile(f.caller.UID).List()
+		f.secrets, f.secretsErr = r.secretsStore(f.caller.UID).List()
 	}
 	return f
 }

@@ -100,6 +100,7 @@ type Runner struct {
 	ca          *tlsterm.CA     // terminates TLS for DirectHost (anthropic.direct)
 	services    *servicep.Proxy // service credentials' requests (services.go)
 	scas        sessionCAs      // each session's CA for its service hosts
+	svcKeyring  bool            // the owner's service credentials go to the OS keyring
 	metrics     *metrics.Metrics
 
 	// sess holds each session the Runner has in memory, one slot each

@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/logkey"
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/daemon/metrics"
 	servicep "github.com/paddockhq/paddock/internal/proxy/service"
@@ -37,14 +38,19 @@ var (
 // Runner's CA in a box's bundle (Debian's path; the box images are Debian).
 const systemRoots = "/etc/ssl/certs/ca-certificates.crt"
 
-// secretsFile is a person's service credentials.
-func (r *Runner) secretsFile(uid uint32) service.File {
+// secretsStore is a person's service credentials: the OS keyring for
+// the Runner's own user where the host has one (as for the Anthropic
+// credential), else a 0600 file in the state directory.
+func (r *Runner) secretsStore(uid uint32) service.Store {
+	if r.svcKeyring && uid == r.self.UID {
+		return service.Keyring{Account: r.opts.StateDir}
+	}
 	return service.File{Path: filepath.Join(r.opts.StateDir, "users", strconv.FormatUint(uint64(uid), 10), "secrets.json")}
 }
 
 // ListSecrets describes the caller's service credentials.
 func (r *Runner) ListSecrets(ctx context.Context) ([]service.Status, error) {
-	l, err := r.secretsFile(r.caller(ctx).UID).List()
+	l, err := r.secretsStore(r.caller(ctx).UID).List()
 	if err != nil {
 		return nil, err
 	}
@@ -60,23 +66,27 @@ func (r *Runner) ListSecrets(ctx context.Context) ([]service.Status, error) {
 // their next request.
 func (r *Runner) SetSecret(ctx context.Context, s service.Secret) (service.Status, error) {
 	p := r.caller(ctx)
-	f := r.secretsFile(p.UID)
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-		return service.Status{}, err
+	f := r.secretsStore(p.UID)
+	if file, ok := f.(service.File); ok {
+		if err := os.MkdirAll(filepath.Dir(file.Path), 0o700); err != nil {
+			return service.Status{}, err
+		}
 	}
 	saved, err := f.Save(s)
 	if err != nil {
 		return service.Status{}, err
 	}
-	r.log.Info("service credential stored", "user", p.Name, "secret", saved.Name, "kind", saved.Kind, "host", saved.Host, "fingerprint", service.Fingerprint(saved.Value))
-	return saved.Status(), nil
+	r.log.Info("service credential stored", "user", p.Name, "secret", saved.Name, "kind", saved.Kind, "host", saved.Host, "fingerprint", service.Fingerprint(saved.Value), "where", f.Where())
+	st := saved.Status()
+	st.Where = f.Where()
+	return st, nil
 }
 
 // RemoveSecret deletes one of the caller's service credentials; sessions
 // granted it are refused its use from their next request.
 func (r *Runner) RemoveSecret(ctx context.Context, name string) error {
 	p := r.caller(ctx)
-	if err := r.secretsFile(p.UID).Remove(name); err != nil {
+	if err := r.secretsStore(p.UID).Remove(name); err != nil {
 		return err
 	}
 	r.log.Info("service credential removed", "user", p.Name, "secret", name)
@@ -96,6 +106,7 @@ func (r *Runner) openServices() error {
 			return fmt.Errorf("services.ca_file %s holds no PEM certificate: %w", f, errdefs.ErrInvalid)
 		}
 	}
+	r.svcKeyring, _ = credential.KeyringAvailable()
 	tmp := filepath.Join(r.opts.StateDir, "tmp") // made at the first push
 	r.services = servicep.New(servicep.Options{
 		Session:   r.serviceSession,
@@ -119,7 +130,7 @@ func (r *Runner) serviceSession(id string) (servicep.Session, error) {
 	if len(s.Services) == 0 {
 		return servicep.Session{}, fmt.Errorf("this session has no service grant")
 	}
-	f := r.secretsFile(s.Owner.UID)
+	f := r.secretsStore(s.Owner.UID)
 	out := servicep.Session{Own: s.OwnBranches()}
 	for _, g := range s.Services {
 		sec, err := f.Get(g.Secret)

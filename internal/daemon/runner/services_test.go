@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zalando/go-keyring"
+
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
@@ -104,5 +106,40 @@ func TestSecretsArePerPerson(t *testing.T) {
 	}
 	if _, err := r.serviceSession(s.ID); err == nil || !strings.Contains(err.Error(), "was removed by ann") {
 		t.Fatalf("after rm: %v", err)
+	}
+}
+
+// TestOwnersSecretsInTheKeyring: where the host has an OS keyring, the
+// Runner's own user's service credentials go there, not to a file;
+// another person's stay in their 0600 file.
+func TestOwnersSecretsInTheKeyring(t *testing.T) {
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent-test-bus")
+	keyring.MockInit()
+	cfg := config.Default()
+	cfg.Proxy.Listen, cfg.Web.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	dir := filepath.Join(t.TempDir(), "state")
+	r, err := New(Options{StateDir: dir, Config: cfg, Env: []string{"CLAUDE_CODE_OAUTH_TOKEN=sk-fake-owner-cred-0000000000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	self := people.With(context.Background(), people.Person{UID: r.self.UID, Name: r.self.Name})
+	st, err := r.SetSecret(self, service.Secret{Name: "gh", Kind: service.GitHub, Value: secret.New("ghp_in_the_keyring_0001")})
+	if err != nil || st.Where != "the OS keyring" {
+		t.Fatalf("the owner's: %+v %v", st, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "users", "*", "secrets.json")); len(m) != 0 {
+		t.Fatalf("a file as well: %v", m)
+	}
+	if l, err := r.ListSecrets(self); err != nil || len(l) != 1 {
+		t.Fatalf("list: %v %v", l, err)
+	}
+	ann := people.With(context.Background(), people.Person{UID: 4243101, Name: "ann"})
+	st, err = r.SetSecret(ann, service.Secret{Name: "gh", Kind: service.GitHub, Value: secret.New("ghp_ann_0002")})
+	if err != nil || !strings.HasSuffix(st.Where, "secrets.json (mode 0600)") {
+		t.Fatalf("ann's: %+v %v", st, err)
+	}
+	if l, _ := r.ListSecrets(ann); len(l) != 1 {
+		t.Fatalf("ann sees %v", l)
 	}
 }
