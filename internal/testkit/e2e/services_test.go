@@ -282,6 +282,36 @@ func TestServiceGrantWithClaude(t *testing.T) {
 			if !pushed || !refusedMain || !pr {
 				t.Errorf("the service log lacks a line (push %v, main refused %v, pull request %v):\n%s", pushed, refusedMain, pr, e.pd("logs", "--services", name))
 			}
+			// Each refused case is a line of its own, saying why.
+			for what, match := range map[string]func(x decisionlog.Entry) bool{
+				"the force push": func(x decisionlog.Entry) bool { return strings.Contains(x.Reason, "not a fast-forward") },
+				"the deletion":   func(x decisionlog.Entry) bool { return strings.Contains(x.Reason, "never deletes a ref") },
+				"another repository": func(x decisionlog.Entry) bool {
+					return strings.Contains(x.Path, "/o/other.git/") && x.Rule == "placeholder elsewhere"
+				},
+				"the hooks route": func(x decisionlog.Entry) bool { return strings.HasSuffix(x.Path, "/hooks") && x.Rule == "admin route" },
+				"the GraphQL search": func(x decisionlog.Entry) bool {
+					return strings.HasSuffix(x.Path, "/graphql") && strings.Contains(x.Reason, "search")
+				},
+			} {
+				if match == nil {
+					continue
+				}
+				found := false
+				for _, x := range es {
+					found = found || x.Decision == decisionlog.Refused && match(x)
+				}
+				if !found {
+					t.Errorf("no refused line for %s", what)
+				}
+			}
+			ghPR := false
+			for _, x := range es {
+				ghPR = ghPR || x.Decision == decisionlog.Forwarded && strings.HasSuffix(x.Path, "/graphql") && strings.HasSuffix(x.Rule, "graphql "+"pull request")
+			}
+			if !ghPR {
+				t.Error("no forwarded line for gh's pull request (GraphQL createPullRequest)")
+			}
 			t.Logf("paddock logs --services %s:\n%s", name, e.pd("logs", "--services", name))
 		})
 	}
