@@ -272,17 +272,17 @@ func serviceEnv(s *session.Session, secrets map[string]service.Secret) []string 
 
 // serviceFiles are the files a box with grants gets: the session's CA,
 // and the bundle of the system's roots with it.
-func (r *Runner) serviceFiles(s *session.Session) ([]channel.PutFile, []string, error) {
+func (r *Runner) serviceFiles(s *session.Session) ([]channel.PutFile, error) {
 	if len(s.Services) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	ss, err := r.serviceSession(s.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ca, err := r.serviceCA(s.ID, servicep.Hosts(ss.Bounds))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	bundle, err := os.ReadFile(systemRoots)
 	if err != nil {
@@ -292,7 +292,7 @@ func (r *Runner) serviceFiles(s *session.Session) ([]channel.PutFile, []string, 
 		bundle = append(bundle, '\n')
 	}
 	bundle = append(bundle, ca.PEM...)
-	return []channel.PutFile{{Path: BoxServicesCAFile, Data: ca.PEM}, {Path: BoxCABundle, Data: bundle}}, r.serviceEnvOf(s), nil
+	return []channel.PutFile{{Path: BoxServicesCAFile, Data: ca.PEM}, {Path: BoxCABundle, Data: bundle}}, nil
 }
 
 // serviceEnvOf is s's service environment (serviceEnv), from its

@@ -309,7 +309,7 @@ func (r *Runner) putConfig(link *Link, s *session.Session, cf *configFiles) (std
 	if r.direct(s) {
 		files = append(files, channel.PutFile{Path: BoxCAFile, Data: r.ca.PEM})
 	}
-	svcFiles, _, err := r.serviceFiles(s)
+	svcFiles, err := r.serviceFiles(s)
 	if err != nil {
 		return nil, fmt.Errorf("the session's service credentials: %w", err)
 	}
