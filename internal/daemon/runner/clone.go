@@ -359,27 +359,36 @@ func (r *Runner) MergeSession(ctx context.Context, ref string, o api.MergeOption
 	return res, nil
 }
 
-// branchState is a clone's branch as scripts/branchstate.sh reads it.
+// branchState is a clone's branch as scripts/branchstate.sh reads it,
+// at the moment the reading began.
 type branchState struct {
 	head  string
 	ahead int
 	dirty bool
+	at    time.Time
 }
 
+// apply records st in c unless c already holds a reading begun later:
+// readings run concurrently (a turn's end, the web page's diff, a fetch)
+// and a slow, older one must not overwrite a newer one.
 func (st branchState) apply(c *session.Clone) {
-	c.Head, c.Ahead, c.Dirty, c.Checked = st.head, st.ahead, st.dirty, time.Now().UTC()
+	if c.Checked.After(st.at) {
+		return
+	}
+	c.Head, c.Ahead, c.Dirty, c.Checked = st.head, st.ahead, st.dirty, st.at
 }
 
 // readBranch reads the clone session's branch in its box.
 func readBranch(lv *live, s session.Session) (branchState, error) {
 	c := s.Clone
+	at := time.Now().UTC()
 	out, code, err := runIn(lv.link.Client, lv.env, nil, "sh", "-c", branchStateScript, "sh", sandbox.WorkspaceDir, c.Branch, c.Base)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if err != nil || code != 0 || len(lines) != 3 || !gitimport.IsOID(lines[0]) {
 		return branchState{}, fmt.Errorf("session %q has no branch %s in its clone any more (exit %d: %s): paddock exec %s -- git -C /workspace branch shows what it has: %w",
 			s.Name, c.Branch, code, logkeyClip(out), s.Name, errdefs.ErrConflict)
 	}
-	st := branchState{head: lines[0], dirty: lines[2] == "dirty"}
+	st := branchState{head: lines[0], dirty: lines[2] == "dirty", at: at}
 	if st.ahead, err = strconv.Atoi(lines[1]); err != nil {
 		return st, fmt.Errorf("session %q: count of its commits: %q: %w", s.Name, lines[1], errdefs.ErrUnavailable)
 	}

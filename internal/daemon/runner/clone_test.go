@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
@@ -209,5 +210,25 @@ func TestStreamedClone(t *testing.T) {
 	}
 	if got := box(look); got != want+"?? b.txt\n" {
 		t.Fatalf("after a cut pack: %q", got)
+	}
+}
+
+// TestBranchReadingsInOrder: readings of a clone's branch run at once (a
+// turn's end, the web page's diff); the one begun last stays, whichever
+// finishes last.
+func TestBranchReadingsInOrder(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	older := branchState{head: strings.Repeat("a", 40), ahead: 1, dirty: true, at: t0}
+	newer := branchState{head: strings.Repeat("b", 40), ahead: 2, at: t0.Add(time.Second)}
+	var c session.Clone
+	newer.apply(&c)
+	older.apply(&c) // finished last, begun first
+	if c.Head != newer.head || c.Ahead != 2 || c.Dirty || !c.Checked.Equal(newer.at) {
+		t.Fatalf("an older reading overwrote a newer one: %+v", c)
+	}
+	later := branchState{head: strings.Repeat("c", 40), ahead: 3, at: t0.Add(2 * time.Second)}
+	later.apply(&c)
+	if c.Head != later.head || c.Ahead != 3 {
+		t.Fatalf("a newer reading was not recorded: %+v", c)
 	}
 }
