@@ -123,6 +123,11 @@ type CreateOptions struct {
 	// owner's when the session was made. Create refuses a directory of
 	// anyone else's, and every later mount of the box checks it again.
 	WorkspaceUID int
+	// Runtime is what the box runs on, a name Capabilities.Runtimes
+	// offers (internal/box/runtimes); "" is the backend's default
+	// (Capabilities.Runtime). A name the engine lacks is refused
+	// (ErrInvalid) before anything is made.
+	Runtime string
 	// Clone gives the box, instead of Workspace at WorkspaceDir, only
 	// Workspace's git directory, read-only at OriginDir (idmapped to the
 	// box's user, as a workspace is), and a WorkspaceDir of its own on the
@@ -157,6 +162,8 @@ type Box struct {
 	// Volume names the session volume (a directory or a Docker volume).
 	Volume string `json:"volume"`
 	Limits Limits `json:"limits"`
+	// Runtime is what the box runs on (its engine's name for it).
+	Runtime string `json:"runtime,omitempty"`
 	// Notes say what the backend could not apply, e.g. a limit the host's
 	// cgroups do not allow, in words a user can act on.
 	Notes []string `json:"notes,omitempty"`
@@ -193,8 +200,17 @@ type Capabilities struct {
 	MemoryLimit, PidsLimit, CPULimit bool
 	// SurvivesRunnerRestart: boxes keep running when the Runner dies.
 	SurvivesRunnerRestart bool
-	// Runtime is the OCI runtime in use, if any ("runc", "runsc").
+	// Runtime is what a box runs on when CreateOptions.Runtime is empty
+	// ("bwrap", the daemon's default "runc"); "" when the engine decides
+	// (a cluster's default).
 	Runtime string
+	// Runtimes are the names CreateOptions.Runtime may take here, or nil
+	// when the engine cannot be asked (the engine then refuses a wrong
+	// one itself).
+	Runtimes []string
+	// SameHost: boxes run on this machine (local; a Docker daemon on a
+	// unix socket), so a VM runtime needs this machine's KVM.
+	SameHost bool
 	// ProxyOnly: the backend's boxes must never hold the real credential
 	// (kubernetes: nothing in the cluster ever does). The Runner refuses a
 	// direct-mode session on such a backend.

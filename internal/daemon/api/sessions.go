@@ -64,6 +64,10 @@ type CreateRequest struct {
 	// installed under <state-dir>/cli/<version>; docker boxes need the
 	// image paddock/box:claude-<version> (paddock image build).
 	ClaudeVersion string `json:"claude_version,omitempty"`
+	// Runtime is what the box runs on: "gvisor" (or "runsc"), "kata",
+	// or a name the backend's engine has (internal/box/runtimes); ""
+	// takes the config's (sessions.runtime, or the backend's own key).
+	Runtime string `json:"runtime,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
 	// Restart is the restart policy for claude's exits: no, on-failure

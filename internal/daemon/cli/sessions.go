@@ -106,6 +106,7 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 	f := cmd.Flags()
 	f.StringVar(&req.Name, "name", "", "session name (default: a random one like calm-otter)")
 	f.StringVar(&req.Backend, "backend", "", "local, docker or kubernetes (default from config: sessions.backend)")
+	f.StringVar(&req.Runtime, "runtime", "", "what the box runs on: gvisor (runsc), kata, or a runtime the backend's engine has (default from config: sessions.runtime; paddock doctor lists them)")
 	f.StringVar(&req.Egress, "egress", "offline", "network posture: offline (no network at all), anthropic (the API only), allowlist (--allow, --egress-policy)")
 	f.StringArrayVar(&req.Allow, "allow", nil, "with --egress allowlist: a name the box may reach, NAME[:PORT] or *.NAME[:PORT] (port 443 by default); repeat")
 	f.StringVar(&req.EgressPolicy, "egress-policy", "", "with --egress allowlist: a named policy of the Runner's config (egress.policies.NAME)")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/credentials/service"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
@@ -217,6 +218,30 @@ type Sessions struct {
 	// Clone makes a session whose workspace is a git repository a clone
 	// session (paddock run --clone) unless it asks --no-clone.
 	Clone bool `toml:"clone"`
+	// Runtime is what a session's box runs on unless paddock run
+	// --runtime says (internal/box/runtimes: "gvisor", "runsc", "kata", or
+	// a name the backend's engine knows); a backend's own runtime key
+	// comes first for that backend. "": each backend's default (bwrap,
+	// the Docker daemon's default runtime, the cluster's default).
+	Runtime string `toml:"runtime"`
+}
+
+// RuntimeFor is the runtime word a session on backend runs with unless
+// it asks for one: that backend's runtime key, else sessions.runtime.
+func (c *Config) RuntimeFor(backend string) string {
+	var own string
+	switch backend {
+	case "local":
+		own = c.Local.Runtime
+	case "docker":
+		own = c.Docker.Runtime
+	case "kubernetes":
+		own = c.Kubernetes.Runtime
+	}
+	if own != "" {
+		return own
+	}
+	return c.Sessions.Runtime
 }
 
 // Claude locates the pinned Claude Code CLI.
@@ -235,6 +260,9 @@ type Claude struct {
 type Local struct {
 	// UIDBase is the first host uid given to boxes (each live box gets its own).
 	UIDBase int `toml:"uid_base"`
+	// Runtime is the local backend's runtime: "bwrap" (bubblewrap, the
+	// default).
+	Runtime string `toml:"runtime"`
 }
 
 // Docker configures the docker backend.
@@ -243,7 +271,8 @@ type Docker struct {
 	Host string `toml:"host"`
 	// Image is the box image (built with `paddock image build`).
 	Image string `toml:"image"`
-	// Runtime is an optional OCI runtime ("runsc").
+	// Runtime is the docker backend's runtime: a runtime the daemon has
+	// registered ("runsc", "kata"; "gvisor" finds runsc), "" for its default.
 	Runtime string `toml:"runtime"`
 }
 
@@ -274,8 +303,9 @@ type Kubernetes struct {
 	// sessions.cpus and sessions.memory_mb).
 	CPURequest      float64 `toml:"cpu_request"`
 	MemoryRequestMB int     `toml:"memory_request_mb"`
-	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pods.
-	RuntimeClass string `toml:"runtime_class"`
+	// Runtime is the kubernetes backend's runtime: a RuntimeClass of
+	// the cluster (gVisor, Kata) for the pods, "" for the cluster's default.
+	Runtime string `toml:"runtime"`
 	// NodeSelector and Tolerations place the pods.
 	NodeSelector map[string]string `toml:"node_selector"`
 	Tolerations  []Toleration      `toml:"tolerations"`
@@ -496,9 +526,9 @@ var known = []string{
 	"proxy.response_header_timeout", "proxy.stream_idle_timeout", "proxy.max_idle_conns",
 	"sessions.backend", "sessions.memory_mb", "sessions.pids", "sessions.cpus", "sessions.rpm", "sessions.max_streams",
 	"sessions.token_budget", "sessions.budget_usd", "claude.binary", "claude.allowed_versions",
-	"local.uid_base", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
+	"sessions.runtime", "sessions.clone", "local.uid_base", "local.runtime", "docker.host", "docker.image", "docker.runtime", "egress.max_tunnels", "egress.policies", "web.listen",
 	"kubernetes.kubeconfig", "kubernetes.context", "kubernetes.namespace", "kubernetes.image", "kubernetes.image_pull_policy",
-	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime_class",
+	"kubernetes.storage_class", "kubernetes.home_gb", "kubernetes.workspace_gb", "kubernetes.runtime",
 	"kubernetes.cpu_request", "kubernetes.memory_request_mb",
 	"kubernetes.node_selector", "kubernetes.tolerations", "kubernetes.unsafe_unenforced_network_policy",
 	"credential.claude_login_file", "credential.subscription_type", "credential.rate_limit_tier", "credential.scopes",
@@ -509,6 +539,9 @@ var known = []string{
 }
 
 func hint(key string) string {
+	if now, ok := renamed[key]; ok {
+		return fmt.Sprintf(" (it is now %q)", now)
+	}
 	best, bestD := "", 4
 	for _, k := range known {
 		if d := editDistance(key, k); d < bestD {
@@ -520,6 +553,9 @@ func hint(key string) string {
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
+
+// renamed are keys of earlier versions and what they are now.
+var renamed = map[string]string{"kubernetes.runtime_class": "kubernetes.runtime"}
 
 func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
@@ -736,8 +772,18 @@ func (c Config) Validate() error {
 	if u := c.Users.UserLimits; u.TokensPerDay < 0 || u.MaxSessions < 0 || u.MaxStreams < 0 {
 		return &Error{Key: "users", Msg: "limits are 0 (none) or more"}
 	}
-	if c.Docker.Runtime != "" && !regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`).MatchString(c.Docker.Runtime) {
-		return &Error{Key: "docker.runtime", Msg: fmt.Sprintf("%q is not a runtime name", c.Docker.Runtime)}
+	for _, r := range []struct{ key, v string }{{"sessions.runtime", c.Sessions.Runtime}, {"local.runtime", c.Local.Runtime},
+		{"docker.runtime", c.Docker.Runtime}, {"kubernetes.runtime", c.Kubernetes.Runtime}} {
+		if r.v != "" {
+			if err := runtimes.Valid(r.v); err != nil {
+				return &Error{Key: r.key, Msg: err.Error()}
+			}
+		}
+	}
+	switch c.Local.Runtime {
+	case "", runtimes.Bwrap:
+	default:
+		return &Error{Key: "local.runtime", Msg: fmt.Sprintf("%q is not a runtime of the local backend: it runs bwrap (bubblewrap); for gVisor use the docker backend with the runsc runtime", c.Local.Runtime)}
 	}
 	return nil
 }
@@ -869,7 +915,7 @@ func (k *Kubernetes) validate() error {
 	if k.Image != "" && k.ImagePullPolicy != "Never" && !pinnedImage.MatchString(k.Image) {
 		return &Error{Key: "kubernetes.image", Msg: fmt.Sprintf("%q is not pinned by digest: name it repo@sha256:<digest> (paddock image build --push REPO prints it), or set image_pull_policy = \"Never\" for an image already on the nodes", k.Image)}
 	}
-	for _, c := range []struct{ key, v string }{{"kubernetes.storage_class", k.StorageClass}, {"kubernetes.runtime_class", k.RuntimeClass}} {
+	for _, c := range []struct{ key, v string }{{"kubernetes.storage_class", k.StorageClass}, {"kubernetes.runtime", k.Runtime}} {
 		if c.v != "" && !dnsSubdomain.MatchString(c.v) {
 			return &Error{Key: c.key, Msg: fmt.Sprintf("%q is not a Kubernetes object name", c.v)}
 		}

@@ -30,7 +30,7 @@ func TestGoodFile(t *testing.T) {
 		t.Fatalf("upstream %v %v", u, err)
 	}
 	k := cfg.Kubernetes
-	if k.Namespace != "team-a" || k.HomeGB != 20 || k.CPURequest != 0.5 || k.MemoryRequestMB != 512 || k.WorkspaceGB != 0 || k.RuntimeClass != "gvisor" ||
+	if k.Namespace != "team-a" || k.HomeGB != 20 || k.CPURequest != 0.5 || k.MemoryRequestMB != 512 || k.WorkspaceGB != 0 || k.Runtime != "gvisor" ||
 		k.NodeSelector["paddock.dev/boxes"] != "true" || len(k.Tolerations) != 1 || k.Tolerations[0].Effect != "NoSchedule" {
 		t.Fatalf("kubernetes = %+v", k)
 	}

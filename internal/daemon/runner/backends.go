@@ -40,7 +40,7 @@ func (r *Runner) backend(ctx context.Context, name string) (sandbox.Backend, err
 		c := r.opts.Config.Docker
 		// An image must carry the pinned Claude Code (unless its tag names
 		// another) and this paddock as its guest.
-		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Runtime: c.Runtime, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id,
+		b, err = docker.New(ctx, docker.Config{Host: c.Host, Image: c.Image, Dir: filepath.Join(r.opts.StateDir, "docker"), Owner: r.id,
 			ClaudeVersion: claudecode.PinnedVersion, PaddockVersion: version.String()})
 	case kubernetes.Name:
 		b, err = r.newKubernetes(ctx)
@@ -127,7 +127,7 @@ func (r *Runner) newKubernetes(ctx context.Context) (sandbox.Backend, error) {
 	}
 	return kubernetes.New(ctx, kubernetes.Config{Kubeconfig: c.Kubeconfig, Context: c.Context, Namespace: c.Namespace,
 		Owner: r.id, Image: c.Image, ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), StorageClass: c.StorageClass,
-		HomeSize: int64(c.HomeGB) << 30, WorkspaceSize: int64(c.WorkspaceGB) << 30, RuntimeClass: c.RuntimeClass,
+		HomeSize: int64(c.HomeGB) << 30, WorkspaceSize: int64(c.WorkspaceGB) << 30,
 		NodeSelector: c.NodeSelector, Tolerations: tol, UnsafeUnenforcedNetworkPolicy: c.UnsafeUnenforcedNetworkPolicy,
 		Requests: sandbox.Limits{CPUs: c.CPURequest, MemoryBytes: int64(c.MemoryRequestMB) << 20}})
 }

@@ -88,6 +88,7 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		CredentialMode: p.mode, CredentialKind: string(p.cred.Kind), Egress: p.egress, EgressAllow: p.allow, EgressDeny: p.deny, EgressPolicies: p.policies, EgressAsk: p.ask, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode,
 		Clone: p.clone, Model: p.model, Effort: p.effort, ClaudeSessionID: uuid, Created: now, Limits: p.limits, Owner: p.owner}
 	s.Restart = p.restart
+	s.Runtime = p.runtime
 	s.PushRefs = p.pushRefs
 	placeholders := map[string]string{} // one per secret: the box's tools hold one token per host
 	for _, g := range p.services {
@@ -120,7 +121,7 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		return s, err
 	}
 	co := sandbox.CreateOptions{Session: id, Workspace: p.workspace, WorkspaceUID: p.workspaceUID, UnsafeHostCode: p.unsafeHostCode,
-		Clone: p.clone != nil, Limits: r.limits()}
+		Clone: p.clone != nil, Limits: r.limits(), Runtime: p.runtime}
 	if v := p.claudeVersion; v != "" && v != claudecode.PinnedVersion {
 		if co, err = r.withClaudeVersion(ctx, co, be.Name(), v); err != nil {
 			r.fail(&s, err.Error())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
@@ -122,7 +123,10 @@ type createPlan struct {
 	restart       activity.Policy
 	limits        limits.Limits
 	claudeVersion string // "" or the pin: the pinned one
-	noStart       bool
+	// runtime is the runtime word asked for (or the config's for the
+	// backend); checkBackend turns it into the engine's name.
+	runtime string
+	noStart bool
 	// first waits for the session's first start (nil: nothing); dropped
 	// names what of the request's Claude setup was left out, for the log.
 	first   *firstStart
@@ -158,6 +162,11 @@ func planCreate(req api.CreateRequest, f createFacts) (createPlan, error) {
 	}
 	if p.backend == "" {
 		p.backend = f.cfg.Sessions.Backend
+	}
+	if p.runtime = cmp.Or(req.Runtime, f.cfg.RuntimeFor(p.backend)); p.runtime != "" {
+		if err := runtimes.Valid(p.runtime); err != nil {
+			return createPlan{}, fmt.Errorf("%v: %w", err, errdefs.ErrInvalid)
+		}
 	}
 	if err := p.planEgress(req, f.cfg.Egress.Policies); err != nil {
 		return createPlan{}, err
@@ -501,5 +510,12 @@ func (p *createPlan) checkBackend(caps sandbox.Capabilities) error {
 	if p.mode == session.ModeDirect && caps.ProxyOnly {
 		return fmt.Errorf("the %s backend runs proxy-mode sessions only: nothing in it may ever hold your credential; leave out --credential-mode direct: %w", p.backend, errdefs.ErrForbidden)
 	}
+	// The runtime as the engine names it, or its refusal: what the engine
+	// offers and how to add one; a VM runtime on a host without KVM.
+	rt, err := runtimes.Choose(caps.Name, p.runtime, caps.Runtimes, caps.SameHost)
+	if err != nil {
+		return err
+	}
+	p.runtime = rt
 	return nil
 }

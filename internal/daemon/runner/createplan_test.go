@@ -330,3 +330,38 @@ func TestPlanCreate(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanRuntime: the request's runtime, else the backend's key, else
+// sessions.runtime; checkBackend turns a family word into the engine's
+// name and refuses one the engine lacks, before anything is made.
+func TestPlanRuntime(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sessions.Runtime = "gvisor"
+	cfg.Docker.Runtime = "runc"
+	for _, c := range []struct {
+		req     api.CreateRequest
+		offered []string
+		want    string
+		refused string
+	}{
+		{api.CreateRequest{Backend: "docker"}, []string{"runc", "runsc"}, "runc", ""},
+		{api.CreateRequest{Backend: "docker", Runtime: "gvisor"}, []string{"runc", "runsc"}, "runsc", ""},
+		{api.CreateRequest{Backend: "kubernetes"}, []string{"gvisor"}, "gvisor", ""},
+		{api.CreateRequest{Backend: "docker", Runtime: "runsc"}, []string{"runc"}, "", `no runtime "runsc" (it offers: runc)`},
+		{api.CreateRequest{Backend: "docker", Runtime: "Not One"}, nil, "", "not a runtime name"},
+	} {
+		c.req.Name = "rt"
+		p, err := planCreate(c.req, createFacts{cfg: &cfg, now: time.Now()})
+		if err == nil {
+			err = p.checkBackend(sandbox.Capabilities{Name: p.backend, Runtimes: c.offered})
+		}
+		switch {
+		case c.refused != "":
+			if !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%+v: %v, want a refusal with %q", c.req, err, c.refused)
+			}
+		case err != nil || p.runtime != c.want:
+			t.Errorf("%+v: %q, %v; want %q", c.req, p.runtime, err, c.want)
+		}
+	}
+}

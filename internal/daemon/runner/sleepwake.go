@@ -108,7 +108,7 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 	// A failed session may have lost its box: make a new one on the same volume.
 	if _, err := be.Inspect(ctx, s.BoxID); errdefs.Is(err, errdefs.ErrNotFound) || s.BoxID == "" {
 		co := sandbox.CreateOptions{Session: s.ID, Workspace: s.Workspace, WorkspaceUID: s.WorkspaceUID, UnsafeHostCode: s.UnsafeHostCode,
-			Clone: s.Clone != nil, Limits: r.limits()}
+			Clone: s.Clone != nil, Limits: r.limits(), Runtime: s.Runtime}
 		if s.ClaudeVersion != "" {
 			if co, err = r.withClaudeVersion(ctx, co, be.Name(), s.ClaudeVersion); err != nil {
 				r.fail(&s, err.Error())

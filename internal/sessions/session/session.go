@@ -182,6 +182,9 @@ type Session struct {
 
 	// ClaudeVersion is set when the session runs another version than the pin.
 	ClaudeVersion string `json:"claude_version,omitempty"`
+	// Runtime is what the session's box runs on, as its engine names it
+	// ("runsc", a RuntimeClass); "" for the backend's default.
+	Runtime string `json:"runtime,omitempty"`
 
 	// Owner is the person who created the session; Shares the others who
 	// may see it, each with a role. A record from before owners has none:

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	pdkerr "github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 )
 
@@ -90,6 +91,11 @@ func (b *Backend) guestOf(ctx context.Context, id string) (guestProc, error) {
 	if ins.State.Paused {
 		return guestProc{}, fmt.Errorf("box %s is frozen (paused): %w", id, pdkerr.ErrConflict)
 	}
+	if ins.HostConfig != nil && !sharesKernel(ins.HostConfig.Runtime) {
+		// gVisor's sandbox process or a VM: the box's files are not under
+		// /proc/PID/root here (runsc's is an empty chroot).
+		return guestProc{}, fmt.Errorf("%w: box %s runs on %s", errNotDirect, id, ins.HostConfig.Runtime)
+	}
 	g = guestProc{pid: ins.State.Pid}
 	var alive bool
 	if g.start, alive = sandbox.ProcStartTime(g.pid); !alive {
@@ -103,6 +109,13 @@ func (b *Backend) guestOf(ctx context.Context, id string) (guestProc, error) {
 	b.procs[id] = g
 	b.pmu.Unlock()
 	return g, nil
+}
+
+// sharesKernel: a container of runtime rt (its HostConfig.Runtime, ""
+// for the daemon's default, which Capabilities reports) runs its processes
+// on this host's kernel, where /proc/PID/root is the box's root.
+func sharesKernel(rt string) bool {
+	return rt == "" || runtimes.KindOf(rt, "") == runtimes.Shared
 }
 
 // forget drops what guestOf cached for a box that stops or goes.

@@ -5,7 +5,7 @@
 // filesystem, non-root user (1000), no-new-privileges, every capability
 // dropped, pids/memory/CPU limits, tmpfs /tmp and /run/paddock, a named
 // volume for home (never a bind), never the Docker socket, never
-// privileged, an optional runtime (e.g. runsc) from config. The image's
+// privileged, the runtime the session asks for (runc, runsc). The image's
 // entrypoint is `paddock guest`, PID 1.
 //
 // The channel goes straight to the guest's unix socket inside the
@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"github.com/moby/moby/client"
 
 	pdkerr "github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
@@ -52,8 +54,6 @@ type Config struct {
 	Host string
 	// Image is used when CreateOptions.Image is empty.
 	Image string
-	// Runtime is an optional OCI runtime name ("runsc").
-	Runtime string
 	// TmpSize bounds the /tmp tmpfs (bytes; default 1 GiB).
 	TmpSize int64
 	// Owner is this Runner's id, put on every object and required by List,
@@ -140,15 +140,29 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities implements sandbox.Backend.
 func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
-	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, SurvivesRunnerRestart: true, Runtime: b.cfg.Runtime}
+	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, SurvivesRunnerRestart: true, SameHost: isLocalDaemon(b.cli)}
 	if res, err := b.cli.Info(ctx, client.InfoOptions{}); err == nil {
 		info := res.Info
 		c.MemoryLimit, c.PidsLimit, c.CPULimit = info.MemoryLimit, info.PidsLimit, info.CPUCfsQuota
-		if c.Runtime == "" {
-			c.Runtime = info.DefaultRuntime
+		c.Runtime = info.DefaultRuntime
+		c.Runtimes = make([]string, 0, len(info.Runtimes))
+		for name := range info.Runtimes {
+			c.Runtimes = append(c.Runtimes, name)
 		}
+		slices.Sort(c.Runtimes)
 	}
 	return c
+}
+
+// runtime resolves CreateOptions.Runtime against the daemon's runtimes
+// (runtimes.Choose): the name for HostConfig.Runtime, "" for the
+// daemon's default.
+func (b *Backend) runtime(ctx context.Context, word string) (string, error) {
+	if word == "" {
+		return "", nil
+	}
+	c := b.Capabilities(ctx)
+	return runtimes.Choose(Name, word, c.Runtimes, c.SameHost)
 }
 
 // labels are sandbox.Labels plus this Runner's owner label.
@@ -236,7 +250,7 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 			CapDrop:        []string{"ALL"},
 			IpcMode:        "private",
 			Init:           &no, // the guest is PID 1
-			Runtime:        b.cfg.Runtime,
+			Runtime:        o.Runtime,
 			Tmpfs: map[string]string{
 				"/tmp":         fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpSize),
 				"/run/paddock": fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", sandbox.BoxUID, sandbox.BoxUID),
@@ -389,6 +403,10 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if image == "" {
 		return sandbox.Box{}, fmt.Errorf("no image for the docker backend; build one with `paddock image build`: %w", pdkerr.ErrInvalid)
 	}
+	var err error
+	if o.Runtime, err = b.runtime(ctx, o.Runtime); err != nil {
+		return sandbox.Box{}, err
+	}
 	spec, err := b.containerSpec(o, image)
 	if err != nil {
 		return sandbox.Box{}, err
@@ -464,7 +482,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	}
 	l := o.Limits.WithDefaults()
 	return sandbox.Box{ID: resp.ID, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: time.Now().UTC(),
-		Volume: homeVolume(o.Session), Limits: l}, nil
+		Volume: homeVolume(o.Session), Limits: l, Runtime: o.Runtime}, nil
 }
 
 // checkImage refuses a box image that this paddock cannot run, by its
@@ -686,7 +704,9 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 	created, _ := time.Parse(time.RFC3339Nano, ins.Created)
 	session := ins.Config.Labels[sandbox.LabelSession]
 	l := sandbox.Limits{}
+	var rt string
 	if ins.HostConfig != nil {
+		rt = ins.HostConfig.Runtime
 		l.MemoryBytes = ins.HostConfig.Memory
 		l.CPUs = float64(ins.HostConfig.NanoCPUs) / 1e9
 		if ins.HostConfig.PidsLimit != nil {
@@ -698,7 +718,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 		// workspace's git files are carried across again.
 		wsmount.Resume(b.wsState(session))
 	}
-	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l}, nil
+	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l, Runtime: rt}, nil
 }
 
 // List implements sandbox.Backend.

@@ -23,14 +23,14 @@ import (
 
 // TestSpecHardened checks the one container builder, field by field.
 func TestSpecHardened(t *testing.T) {
-	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", Runtime: "runsc", TmpSize: 1 << 30, Owner: "o1"}}
+	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", TmpSize: 1 << 30, Owner: "o1"}}
 	ws := t.TempDir()
 	for _, tc := range []struct {
 		workspace string
 		clone     bool
 	}{{"", false}, {ws, false}, {ws, true}} {
 		workspace, cl := tc.workspace, tc.clone
-		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Clone: cl, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
+		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Clone: cl, Runtime: "runsc", Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
 		if workspace != "" && os.Geteuid() != 0 {
 			// Only a root Runner can make the workspace's idmapped view.
 			if !errdefs.Is(err, errdefs.ErrForbidden) {

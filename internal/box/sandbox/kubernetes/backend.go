@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 )
 
@@ -82,9 +84,33 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities implements sandbox.Backend. Memory and CPU are the pod's
 // limits; a pod has no pids limit of its own (podSpec).
-func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
-	return sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, MemoryLimit: true, CPULimit: true,
-		SurvivesRunnerRestart: true, Runtime: b.cfg.RuntimeClass, ProxyOnly: true, PodNetwork: true, StreamedClone: true}
+// Runtimes are the cluster's RuntimeClasses where the Runner may list
+// them (a cluster-scoped read that contrib/kubernetes/role.yaml's Role
+// does not grant: contrib/kubernetes/runtimeclass-reader.yaml does).
+func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
+	c := sandbox.Capabilities{Name: Name, NeedsDaemon: true, ReadOnlyRoot: true, MemoryLimit: true, CPULimit: true,
+		SurvivesRunnerRestart: true, ProxyOnly: true, PodNetwork: true, StreamedClone: true}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if list, err := b.cs.NodeV1().RuntimeClasses().List(lctx, metav1.ListOptions{}); err == nil {
+		c.Runtimes = make([]string, 0, len(list.Items))
+		for _, rc := range list.Items {
+			c.Runtimes = append(c.Runtimes, rc.Name)
+		}
+		slices.Sort(c.Runtimes)
+	}
+	return c
+}
+
+// runtimeClass resolves CreateOptions.Runtime against the cluster's
+// RuntimeClasses (runtimes.Choose): a class that does not exist is
+// refused before anything is made. Where the Runner may not read them,
+// the word is taken as it is, and the pod's admission says.
+func (b *Backend) runtimeClass(ctx context.Context, word string) (string, error) {
+	if word == "" {
+		return "", nil
+	}
+	return runtimes.Choose(Name, word, b.Capabilities(ctx).Runtimes, false)
 }
 
 // pidsNote is on every box: what the backend cannot enforce.
@@ -152,7 +178,11 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, fmt.Errorf("no image for the kubernetes backend: build one with `paddock image build`, push it to a registry the cluster pulls from, and name it by digest as kubernetes.image: %w", errdefs.ErrInvalid)
 	}
 	l := b.cfg.limits(o.Limits)
-	np, err := b.cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace).Create(ctx, b.record(o.Session, image, l), metav1.CreateOptions{})
+	rc, err := b.runtimeClass(ctx, o.Runtime)
+	if err != nil {
+		return sandbox.Box{}, err
+	}
+	np, err := b.cs.NetworkingV1().NetworkPolicies(b.cfg.Namespace).Create(ctx, b.record(o.Session, image, rc, l), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return sandbox.Box{}, fmt.Errorf("session %s already has a box: %w", o.Session, errdefs.ErrConflict)
 	}
@@ -169,7 +199,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		}
 	}
 	return sandbox.Box{ID: np.Name, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: np.CreationTimestamp.UTC(),
-		Volume: homeClaim(o.Session), Limits: l, Notes: []string{pidsNote}}, nil
+		Volume: homeClaim(o.Session), Limits: l, Notes: []string{pidsNote}, Runtime: rc}, nil
 }
 
 // ensureClaim makes a claim, or keeps the session's existing one (a kept
@@ -218,7 +248,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		}
 	}
 	if err != nil || ended(pod) { // else running, or on its way: wait below
-		if _, err := pods.Create(ctx, b.podSpec(session, np.Annotations[annImage], l), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := pods.Create(ctx, b.podSpec(session, np.Annotations[annImage], np.Annotations[annRuntime], l), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return sandbox.Box{}, mapErr("create the box's pod", err)
 		}
 	}
@@ -341,7 +371,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 		return sandbox.Box{}, err
 	}
 	bx := sandbox.Box{ID: id, Session: session, Backend: Name, State: sandbox.StateStopped, Created: np.CreationTimestamp.UTC(),
-		Volume: homeClaim(session), Notes: []string{pidsNote}}
+		Volume: homeClaim(session), Notes: []string{pidsNote}, Runtime: np.Annotations[annRuntime]}
 	_ = json.Unmarshal([]byte(np.Annotations[annLimits]), &bx.Limits)
 	pod, err := b.cs.CoreV1().Pods(b.cfg.Namespace).Get(ctx, boxName(session), metav1.GetOptions{})
 	switch {

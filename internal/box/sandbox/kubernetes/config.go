@@ -66,8 +66,6 @@ type Config struct {
 	StorageClass string
 	// HomeSize and WorkspaceSize are the claims' requests (default 10 GiB).
 	HomeSize, WorkspaceSize int64
-	// RuntimeClass names a RuntimeClass (gVisor, Kata) for the pods.
-	RuntimeClass string
 	// NodeSelector and Tolerations place the pods.
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration

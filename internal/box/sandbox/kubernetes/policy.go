@@ -152,7 +152,7 @@ func (b *Backend) probePolicies() []*networkingv1.NetworkPolicy {
 	}
 	port := intstr.FromInt32(8080)
 	tcp := corev1.ProtocolTCP
-	allow := b.record(probeSession, "", sandbox.Limits{})
+	allow := b.record(probeSession, "", "", sandbox.Limits{})
 	allow.Name, allow.Annotations, allow.Labels = b.probeName("allow"), nil, b.labels(probeSession, sandbox.KindNetwork)
 	allow.Spec = networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -169,7 +169,7 @@ func (b *Backend) probePolicies() []*networkingv1.NetworkPolicy {
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 		}},
 	}
-	deny := b.record(probeSession, "", sandbox.Limits{})
+	deny := b.record(probeSession, "", "", sandbox.Limits{})
 	deny.Name, deny.Annotations, deny.Labels = b.probeName("deny"), nil, b.labels(probeSession, sandbox.KindNetwork)
 	deny.Spec.PodSelector = sel("denied")
 	return []*networkingv1.NetworkPolicy{allow, deny}
@@ -181,7 +181,7 @@ const labelProbe = "paddock.probe"
 // probePod is a pod of the box image running perl, hardened as a box is,
 // with no volume.
 func (b *Backend) probePod(role, image, script string) *corev1.Pod {
-	p := b.podSpec(probeSession, image, b.cfg.limits(sandbox.Limits{MemoryBytes: 64 << 20, CPUs: 0.2}))
+	p := b.podSpec(probeSession, image, "", b.cfg.limits(sandbox.Limits{MemoryBytes: 64 << 20, CPUs: 0.2}))
 	p.Name = b.probeName(role)
 	p.Labels[labelProbe] = role
 	c := &p.Spec.Containers[0]

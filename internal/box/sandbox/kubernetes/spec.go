@@ -23,6 +23,7 @@ const (
 	annImage   = "paddock.image"
 	annLimits  = "paddock.limits"  // JSON of sandbox.Limits, defaults filled
 	annStarted = "paddock.started" // "1" once a pod was made
+	annRuntime = "paddock.runtime" // the pods' RuntimeClass, if the session asked for one
 	// annEmpty is never set: the downward API turns it into the empty file
 	// that the box gets as /etc/resolv.conf.
 	annEmpty = "paddock.empty"
@@ -65,13 +66,17 @@ func refuseWorkspace(o sandbox.CreateOptions) error {
 // record is the box's NetworkPolicy: it denies all ingress and egress to
 // the session's pods (no rule allows anything) and carries what Start
 // needs to make a pod.
-func (b *Backend) record(session, image string, l sandbox.Limits) *networkingv1.NetworkPolicy {
+func (b *Backend) record(session, image, runtimeClass string, l sandbox.Limits) *networkingv1.NetworkPolicy {
 	lj, _ := json.Marshal(l) // plain numbers: cannot fail
+	ann := map[string]string{annImage: image, annLimits: string(lj)}
+	if runtimeClass != "" {
+		ann[annRuntime] = runtimeClass
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: boxName(session), Namespace: b.cfg.Namespace,
 			Labels:      b.labels(session, sandbox.KindBox),
-			Annotations: map[string]string{annImage: image, annLimits: string(lj)},
+			Annotations: ann,
 		},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: b.selector(session)},
@@ -103,7 +108,7 @@ func (b *Backend) claim(session, name string, size int64) *corev1.PersistentVolu
 // kubelet's podPidsLimit is one value for every pod of a node, so l.Pids is
 // kept on the record only and Capabilities say PidsLimit false; the owner
 // sets podPidsLimit on the nodes that run boxes.
-func (b *Backend) podSpec(session, image string, l sandbox.Limits) *corev1.Pod {
+func (b *Backend) podSpec(session, image, runtimeClass string, l sandbox.Limits) *corev1.Pod {
 	t, f := true, false
 	uid := int64(sandbox.BoxUID)
 	grace := int64(5)
@@ -189,8 +194,8 @@ func (b *Backend) podSpec(session, image string, l sandbox.Limits) *corev1.Pod {
 			},
 		},
 	}
-	if b.cfg.RuntimeClass != "" {
-		p.Spec.RuntimeClassName = &b.cfg.RuntimeClass
+	if runtimeClass != "" {
+		p.Spec.RuntimeClassName = &runtimeClass
 	}
 	return p
 }

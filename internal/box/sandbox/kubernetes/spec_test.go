@@ -23,17 +23,18 @@ func testBackend(t *testing.T, c Config) *Backend {
 // TestSpecHardened checks the one pod builder, field by field.
 func TestSpecHardened(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		cfg  Config
+		name    string
+		cfg     Config
+		runtime string
 	}{
-		{"defaults", Config{Namespace: "ns", Owner: "o1"}},
-		{"placed", Config{Namespace: "ns", Owner: "o1", RuntimeClass: "gvisor", ImagePullPolicy: corev1.PullNever,
-			NodeSelector: map[string]string{"pool": "boxes"}, Tolerations: []corev1.Toleration{{Key: "boxes", Operator: corev1.TolerationOpExists}}}},
+		{"defaults", Config{Namespace: "ns", Owner: "o1"}, ""},
+		{"placed", Config{Namespace: "ns", Owner: "o1", ImagePullPolicy: corev1.PullNever,
+			NodeSelector: map[string]string{"pool": "boxes"}, Tolerations: []corev1.Toleration{{Key: "boxes", Operator: corev1.TolerationOpExists}}}, "gvisor"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := testBackend(t, c.cfg)
 			l := b.cfg.limits(sandbox.Limits{MemoryBytes: 1 << 30, CPUs: 1.5, Pids: 100})
-			p := b.podSpec("s1", "img@sha256:ab", l)
+			p := b.podSpec("s1", "img@sha256:ab", c.runtime, l)
 			s := p.Spec
 			checkLabels(t, p.Labels, "s1", sandbox.KindProcess)
 			for _, k := range []string{sandbox.LabelManaged, sandbox.LabelOwner, sandbox.LabelSession} {
@@ -55,7 +56,7 @@ func TestSpecHardened(t *testing.T) {
 				"supplementary groups":         len(psc.SupplementalGroups) != 0 || len(psc.Sysctls) != 0,
 				"one container":                len(s.Containers) != 1 || len(s.InitContainers) != 0 || len(s.EphemeralContainers) != 0,
 				"node name":                    s.NodeName != "",
-				"runtime class":                (c.cfg.RuntimeClass == "") != (s.RuntimeClassName == nil) || s.RuntimeClassName != nil && *s.RuntimeClassName != c.cfg.RuntimeClass,
+				"runtime class":                (c.runtime == "") != (s.RuntimeClassName == nil) || s.RuntimeClassName != nil && *s.RuntimeClassName != c.runtime,
 				"node selector, tolerations":   len(s.NodeSelector) != len(c.cfg.NodeSelector) || len(s.Tolerations) != len(c.cfg.Tolerations),
 				"a grace period over a minute": s.TerminationGracePeriodSeconds == nil || *s.TerminationGracePeriodSeconds > 60,
 			} {
@@ -135,7 +136,7 @@ func checkLabels(t *testing.T, l map[string]string, session string, kind sandbox
 // nothing either way; the claims are labelled and sized.
 func TestPolicyDeniesAll(t *testing.T) {
 	b := testBackend(t, Config{Namespace: "ns", Owner: "o1", StorageClass: "fast"})
-	np := b.record("s1", "img", sandbox.Limits{MemoryBytes: 1})
+	np := b.record("s1", "img", "", sandbox.Limits{MemoryBytes: 1})
 	checkLabels(t, np.Labels, "s1", sandbox.KindBox)
 	if len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 ||
 		np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress || np.Spec.PolicyTypes[1] != networkingv1.PolicyTypeEgress {

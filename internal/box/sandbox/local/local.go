@@ -43,6 +43,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/atomicfile"
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/box/cgroup"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
 	"github.com/paddockhq/paddock/internal/box/seccomp"
@@ -131,7 +132,7 @@ func (b *Backend) Name() string { return Name }
 func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
 	av := cgroup.Available()
 	return sandbox.Capabilities{Name: Name, MemoryLimit: av["memory"], PidsLimit: av["pids"], CPULimit: av["cpu"],
-		SurvivesRunnerRestart: true}
+		SurvivesRunnerRestart: true, Runtime: runtimes.Bwrap, Runtimes: []string{runtimes.Bwrap}, SameHost: true}
 }
 
 // record is box.json.
@@ -228,6 +229,11 @@ func (b *Backend) records() ([]*record, error) {
 func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.Box, error) {
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
+	}
+	if rt, err := runtimes.Choose(Name, o.Runtime, b.Capabilities(ctx).Runtimes, true); err != nil {
+		return sandbox.Box{}, err
+	} else if rt != "" && rt != runtimes.Bwrap {
+		return sandbox.Box{}, fmt.Errorf("the local backend has no runtime %q: %w", rt, errdefs.ErrInvalid)
 	}
 	var wsReal string
 	var wsOwner wsmount.Owner

@@ -1,0 +1,83 @@
+package runtimes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+)
+
+// TestChoose: a family word finds the engine's name for it; a name the
+// engine lacks is refused with what it offers and how to add one.
+func TestChoose(t *testing.T) {
+	for _, c := range []struct {
+		backend, word string
+		offered       []string
+		want          string
+		refusal       []string
+	}{
+		{"docker", "", []string{"runc"}, "", nil},
+		{"docker", "runc", []string{"runc", "runsc"}, "runc", nil},
+		{"docker", "gvisor", []string{"runc", "runsc"}, "runsc", nil},
+		{"kubernetes", "runsc", []string{"gvisor"}, "gvisor", nil},
+		{"kubernetes", "anything", nil, "anything", nil}, // the engine cannot be asked: it decides
+		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath()}},
+		{"kubernetes", "gvisor", []string{}, "", []string{"offers: none", "RuntimeClass", `"handler":"runsc"`}},
+		{"local", "runsc", []string{"bwrap"}, "", []string{"scripts/gvisor-bin.sh", "docker backend"}},
+		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
+	} {
+		got, err := Choose(c.backend, c.word, c.offered, false)
+		if c.refusal == nil {
+			if err != nil || got != c.want {
+				t.Errorf("%s %q in %v: %q, %v; want %q", c.backend, c.word, c.offered, got, err, c.want)
+			}
+			continue
+		}
+		if !errdefs.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("%s %q in %v: %q, %v; want a refusal", c.backend, c.word, c.offered, got, err)
+			continue
+		}
+		for _, w := range c.refusal {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s %q: the refusal lacks %q: %v", c.backend, c.word, w, err)
+			}
+		}
+	}
+}
+
+// TestKindOf classifies engines' names and programs.
+func TestKindOf(t *testing.T) {
+	for name, want := range map[[2]string]Kind{
+		{"runc", ""}: Shared, {"bwrap", ""}: Shared, {"io.containerd.runc.v2", ""}: Shared,
+		{"runsc", ""}: GVisor, {"gvisor", ""}: GVisor, {"sandboxed", "/opt/gvisor/runsc"}: GVisor,
+		{"kata-qemu", ""}: VM, {"io.containerd.kata.v2", ""}: VM, {"mystery", "/usr/bin/mystery"}: Unknown,
+	} {
+		if got := KindOf(name[0], name[1]); got != want {
+			t.Errorf("KindOf(%q, %q) = %s, want %s", name[0], name[1], got, want)
+		}
+	}
+}
+
+// TestKVMProbe: no /dev/kvm, a /dev/kvm without vmx or svm (PVM, as on
+// these machines), and a CPU with vmx.
+func TestKVMProbe(t *testing.T) {
+	dir := t.TempDir()
+	dev, cpu := filepath.Join(dir, "kvm"), filepath.Join(dir, "cpuinfo")
+	if ok, why := kvmFrom(dev, cpu); ok || !strings.Contains(why, "no "+dev) {
+		t.Fatalf("no device: %v %q", ok, why)
+	}
+	os.WriteFile(dev, nil, 0o600)
+	os.WriteFile(cpu, []byte("processor\t: 0\nflags\t\t: fpu sse2 hypervisor\n"), 0o600)
+	if ok, why := kvmFrom(dev, cpu); ok || !strings.Contains(why, "neither vmx nor svm") {
+		t.Fatalf("no vmx: %v %q", ok, why)
+	}
+	os.WriteFile(cpu, []byte("processor\t: 0\nflags\t\t: fpu vmx sse2\n"), 0o600)
+	if ok, why := kvmFrom(dev, cpu); !ok {
+		t.Fatalf("vmx: %v %q", ok, why)
+	}
+	if !NeedsKVM("kata") || NeedsKVM("runsc") {
+		t.Fatal("NeedsKVM")
+	}
+}
