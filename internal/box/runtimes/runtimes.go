@@ -183,16 +183,16 @@ func Choose(backend, word string, offered []string, hostKVM bool) (string, error
 	if err := Valid(word); err != nil {
 		return "", fmt.Errorf("%v: %w", err, errdefs.ErrInvalid)
 	}
+	if hostKVM && NeedsKVM(word) { // no KVM is the first thing to say
+		if ok, why := KVM(); !ok {
+			return "", fmt.Errorf("runtime %q runs each box in a virtual machine, and %s; use runsc (gVisor), which needs no KVM: %w", word, why, errdefs.ErrInvalid)
+		}
+	}
 	name := word
 	if offered != nil {
 		var ok bool
 		if name, ok = Resolve(word, offered); !ok {
 			return "", fmt.Errorf("%s: %w", Refusal(backend, word, offered), errdefs.ErrInvalid)
-		}
-	}
-	if hostKVM && NeedsKVM(name) {
-		if ok, why := KVM(); !ok {
-			return "", fmt.Errorf("runtime %q runs each box in a virtual machine, and %s; use runsc (gVisor), which needs no KVM: %w", name, why, errdefs.ErrInvalid)
 		}
 	}
 	return name, nil

@@ -81,3 +81,17 @@ func TestKVMProbe(t *testing.T) {
 		t.Fatal("NeedsKVM")
 	}
 }
+
+// TestKataWithoutKVM: on a host without KVM (these machines), a VM
+// runtime is refused for that reason first, whatever the engine has.
+func TestKataWithoutKVM(t *testing.T) {
+	if ok, _ := KVM(); ok {
+		t.Skip("this host has KVM")
+	}
+	for _, offered := range [][]string{{"runc"}, {"runc", "kata"}} {
+		_, err := Choose("docker", "kata", offered, true)
+		if !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "virtual machine") || !strings.Contains(err.Error(), "runsc") {
+			t.Fatalf("kata without KVM, engine offers %v: %v", offered, err)
+		}
+	}
+}

@@ -230,10 +230,8 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
 	}
-	if rt, err := runtimes.Choose(Name, o.Runtime, b.Capabilities(ctx).Runtimes, true); err != nil {
-		return sandbox.Box{}, err
-	} else if rt != "" && rt != runtimes.Bwrap {
-		return sandbox.Box{}, fmt.Errorf("the local backend has no runtime %q: %w", rt, errdefs.ErrInvalid)
+	if _, err := runtimes.Choose(Name, o.Runtime, b.Capabilities(ctx).Runtimes, true); err != nil {
+		return sandbox.Box{}, err // bwrap is all it offers
 	}
 	var wsReal string
 	var wsOwner wsmount.Owner
