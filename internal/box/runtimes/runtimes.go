@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
@@ -156,11 +157,7 @@ func Refusal(backend, word string, offered []string) string {
 		}
 		return msg + "the local backend runs boxes with bwrap (bubblewrap); for a VM per box use the docker or kubernetes backend on a host with KVM"
 	case "docker":
-		path := "/usr/local/bin/" + word
-		if kind == GVisor {
-			path = RunscPath()
-		}
-		return msg + fmt.Sprintf(`register it with the daemon: add to /etc/docker/daemon.json {"runtimes": {%q: {"path": %q}}} and reload dockerd (kill -HUP its pid, or systemctl reload docker); docker info lists what it has`, word, path)
+		return msg + fmt.Sprintf(`register it with the daemon: add to /etc/docker/daemon.json {"runtimes": {%s}} and reload dockerd (kill -HUP its pid, or systemctl reload docker); docker info lists what it has`, DockerEntry(word))
 	case "kubernetes":
 		handler := word
 		if kind == GVisor {
@@ -169,6 +166,62 @@ func Refusal(backend, word string, offered []string) string {
 		return msg + fmt.Sprintf("a cluster admin makes it: kubectl apply -f - <<<'{\"apiVersion\":\"node.k8s.io/v1\",\"kind\":\"RuntimeClass\",\"metadata\":{\"name\":%q},\"handler\":%q}', with the %s handler configured in each node's containerd", word, handler, handler)
 	}
 	return msg + "paddock run --runtime names one the backend offers"
+}
+
+// GVisorArgs are the arguments paddock's gVisor runtime is registered
+// with. --directfs=false keeps the box's file operations in gVisor's
+// gofer, whose mount namespace holds the read-only guards paddock mounts
+// inside a host workspace (wsmount): with directfs the sentry works from
+// descriptors in a namespace without them, where the host kernel lets it
+// rename a guarded directory (.git, .vscode, …) away on the host or
+// remove an empty one, and the box could then write a new one in its
+// place. It also keeps the sentry itself from any host file.
+var GVisorArgs = []string{"--directfs=false"}
+
+// GVisorPids is the host's task limit for a gVisor box whose processes
+// are limited to pids: gVisor enforces no limit of its own inside (the
+// OCI limit goes to the host's cgroup, which counts the sentry's and the
+// gofer's threads, about 33 idle, and a stub process with its thread per
+// process of the box), so the box's pids are counted twice, plus 64. A
+// box that reaches it ends whole (the sentry cannot make a thread), where
+// a shared-kernel box refuses the one fork: docs/SECURITY.md.
+func GVisorPids(pids int64) int64 {
+	if pids <= 0 {
+		return pids
+	}
+	return 2*pids + 64
+}
+
+// DockerEntry is the /etc/docker/daemon.json "runtimes" member that
+// registers name: gVisor's with RunscPath and GVisorArgs.
+func DockerEntry(name string) string { return dockerEntry(name, KindOf(name, "")) }
+
+func dockerEntry(name string, kind Kind) string {
+	if kind != GVisor {
+		return fmt.Sprintf(`%q: {"path": %q}`, name, "/usr/local/bin/"+name)
+	}
+	args := make([]string, len(GVisorArgs))
+	for i, a := range GVisorArgs {
+		args[i] = strconv.Quote(a)
+	}
+	return fmt.Sprintf(`%q: {"path": %q, "runtimeArgs": [%s]}`, name, RunscPath(), strings.Join(args, ", "))
+}
+
+// CheckGVisorArgs refuses a gVisor runtime registered without GVisorArgs
+// (args: what the engine passes it) for a box that binds a host
+// workspace, with the registration to use instead. Errors wrap
+// errdefs.ErrInvalid.
+func CheckGVisorArgs(name, path string, args []string) error {
+	if KindOf(name, path) != GVisor {
+		return nil
+	}
+	for _, want := range GVisorArgs {
+		if !slices.Contains(args, want) && !slices.Contains(args, "-"+strings.TrimPrefix(want, "--")) {
+			return fmt.Errorf("runtime %q is registered without %s, which a box with a host workspace needs under gVisor (without it the box could rename the read-only guards of .git and the editors' folders away on the host): register it as {\"runtimes\": {%s}} in /etc/docker/daemon.json and reload dockerd, or leave out --workspace (or use --clone): %w",
+				name, want, dockerEntry(name, GVisor), errdefs.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // Choose resolves word among the runtimes a backend offers (nil: the

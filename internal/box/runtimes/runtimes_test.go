@@ -23,7 +23,7 @@ func TestChoose(t *testing.T) {
 		{"docker", "gvisor", []string{"runc", "runsc"}, "runsc", nil},
 		{"kubernetes", "runsc", []string{"gvisor"}, "gvisor", nil},
 		{"kubernetes", "anything", nil, "anything", nil}, // the engine cannot be asked: it decides
-		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath()}},
+		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath(), `"runtimeArgs": ["--directfs=false"]`}},
 		{"kubernetes", "gvisor", []string{}, "", []string{"offers: none", "RuntimeClass", `"handler":"runsc"`}},
 		{"local", "runsc", []string{"bwrap"}, "", []string{"scripts/gvisor-bin.sh", "docker backend"}},
 		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
@@ -93,5 +93,34 @@ func TestKataWithoutKVM(t *testing.T) {
 		if !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "virtual machine") || !strings.Contains(err.Error(), "runsc") {
 			t.Fatalf("kata without KVM, engine offers %v: %v", offered, err)
 		}
+	}
+}
+
+// TestGVisorArgs: a gVisor runtime registered without --directfs=false is
+// refused (for a box with a host workspace) with the entry to register;
+// other runtimes, and the flag in either spelling, pass.
+func TestGVisorArgs(t *testing.T) {
+	for _, c := range []struct {
+		name, path string
+		args       []string
+		ok         bool
+	}{
+		{"runsc", "/usr/bin/runsc", nil, false},
+		{"gvisor", "/x/runsc", []string{"--platform=systrap"}, false},
+		{"sandboxed", "/opt/runsc", []string{"--directfs=true"}, false},
+		{"runsc", RunscPath(), []string{"--directfs=false"}, true},
+		{"runsc", RunscPath(), []string{"--debug", "-directfs=false"}, true},
+		{"runc", "runc", nil, true},
+	} {
+		err := CheckGVisorArgs(c.name, c.path, c.args)
+		if (err == nil) != c.ok {
+			t.Errorf("%s %s %v: %v", c.name, c.path, c.args, err)
+		}
+		if err != nil && (!errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `"runtimeArgs": ["--directfs=false"]`)) {
+			t.Errorf("%s: the refusal does not give the entry: %v", c.name, err)
+		}
+	}
+	if GVisorPids(100) != 264 || GVisorPids(0) != 0 {
+		t.Errorf("GVisorPids: %d %d", GVisorPids(100), GVisorPids(0))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -156,13 +157,23 @@ func (b *Backend) Capabilities(ctx context.Context) sandbox.Capabilities {
 
 // runtime resolves CreateOptions.Runtime against the daemon's runtimes
 // (runtimes.Choose): the name for HostConfig.Runtime, "" for the
-// daemon's default.
-func (b *Backend) runtime(ctx context.Context, word string) (string, error) {
+// daemon's default. A gVisor runtime for a box that binds a host
+// workspace must be registered with runtimes.GVisorArgs.
+func (b *Backend) runtime(ctx context.Context, word string, hostWorkspace bool) (string, error) {
 	if word == "" {
 		return "", nil
 	}
-	c := b.Capabilities(ctx)
-	return runtimes.Choose(Name, word, c.Runtimes, c.SameHost)
+	var offered []string
+	res, infoErr := b.cli.Info(ctx, client.InfoOptions{})
+	if infoErr == nil {
+		offered = slices.Sorted(maps.Keys(res.Info.Runtimes))
+	}
+	name, err := runtimes.Choose(Name, word, offered, isLocalDaemon(b.cli))
+	if err != nil || !hostWorkspace || infoErr != nil {
+		return name, err
+	}
+	rt := res.Info.Runtimes[name]
+	return name, runtimes.CheckGVisorArgs(name, rt.Path, rt.Args)
 }
 
 // labels are sandbox.Labels plus this Runner's owner label.
@@ -188,6 +199,13 @@ type Spec struct {
 func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, error) {
 	l := o.Limits.WithDefaults()
 	pids := l.Pids
+	if runtimes.KindOf(o.Runtime, "") == runtimes.GVisor {
+		// The host counts gVisor's own tasks, not the box's: its sentry
+		// and gofer (about 33 idle) and, per process in the box, a stub
+		// process and its thread. Past the host's limit the sentry cannot
+		// make a thread and the whole box ends (runtimes.GVisorPids).
+		pids = runtimes.GVisorPids(pids)
+	}
 	labels := b.labels(o.Session, sandbox.KindBox)
 	mounts := []mount.Mount{
 		{Type: mount.TypeVolume, Source: homeVolume(o.Session), Target: sandbox.HomeDir},
@@ -231,15 +249,18 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 	return Spec{
 		Name: containerName(o.Session),
 		Config: &container.Config{
-			Image:           image,
-			User:            fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
-			Hostname:        "paddock",
-			WorkingDir:      sandbox.WorkspaceDir,
-			Entrypoint:      []string{GuestPath, "guest", "--setid-guard", "--socket", sandbox.GuestSocket},
-			Cmd:             nil,
-			Env:             []string{"HOME=" + sandbox.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "DISABLE_AUTOUPDATER=1"},
-			Labels:          labels,
-			NetworkDisabled: true,
+			Image:      image,
+			User:       fmt.Sprintf("%d:%d", sandbox.BoxUID, sandbox.BoxUID),
+			Hostname:   "paddock",
+			WorkingDir: sandbox.WorkspaceDir,
+			Entrypoint: []string{GuestPath, "guest", "--setid-guard", "--socket", sandbox.GuestSocket},
+			Cmd:        nil,
+			Env:        []string{"HOME=" + sandbox.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "DISABLE_AUTOUPDATER=1"},
+			Labels:     labels,
+			// No network at all; on gVisor, whose netstack takes from the
+			// box's namespace what it has, "none" alone: it has a loopback
+			// (the guest listens there) and nothing else.
+			NetworkDisabled: runtimes.KindOf(o.Runtime, "") != runtimes.GVisor,
 			StopSignal:      "SIGTERM",
 		},
 		Host: &container.HostConfig{
@@ -308,8 +329,10 @@ func (b *Backend) wsState(session string) string {
 // (labelWorkspace) with its host code read-only unless labelUnsafeHostCode,
 // or for a clone box (labelClone) only its git directory, read-only. The
 // box's user is sandbox.BoxUID on the host too, since Docker maps no user
-// namespace.
-func (b *Backend) mountWorkspace(session string, labels map[string]string) error {
+// namespace. On a gVisor runtime, whose sentry makes the box's files as
+// root and then gives them to the box user, the view maps root as well
+// (wsmount.Options.RootCreates).
+func (b *Backend) mountWorkspace(session string, labels map[string]string, runtime string) error {
 	if err := sandbox.ValidSession(session); err != nil {
 		return err
 	}
@@ -320,7 +343,8 @@ func (b *Backend) mountWorkspace(session string, labels map[string]string) error
 	// A box made before the owner was kept has no label: 0, unchecked.
 	ownerUID, _ := strconv.Atoi(labels[labelWorkspaceUID])
 	_, err := mountView(wsmount.Options{Source: labels[labelWorkspace], Target: b.wsMount(session), State: b.wsState(session),
-		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: labels[labelUnsafeHostCode] == "1", OwnerUID: ownerUID, Session: session})
+		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: labels[labelUnsafeHostCode] == "1", OwnerUID: ownerUID, Session: session,
+		RootCreates: runtimes.KindOf(runtime, "") == runtimes.GVisor})
 	return err
 }
 
@@ -404,7 +428,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, fmt.Errorf("no image for the docker backend; build one with `paddock image build`: %w", pdkerr.ErrInvalid)
 	}
 	var err error
-	if o.Runtime, err = b.runtime(ctx, o.Runtime); err != nil {
+	if o.Runtime, err = b.runtime(ctx, o.Runtime, o.Workspace != "" && !o.Clone); err != nil {
 		return sandbox.Box{}, err
 	}
 	spec, err := b.containerSpec(o, image)
@@ -587,7 +611,11 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 		switch {
 		case real != "" && sandbox.ValidSession(session) == nil && m.Source == b.wsMount(session):
 			if ins.State == nil || !ins.State.Running {
-				if err := b.mountWorkspace(session, labels); err != nil {
+				rt := ""
+				if ins.HostConfig != nil {
+					rt = ins.HostConfig.Runtime
+				}
+				if err := b.mountWorkspace(session, labels, rt); err != nil {
 					return sandbox.Box{}, err
 				}
 				mounted = session

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,12 +26,15 @@ import (
 func TestSpecHardened(t *testing.T) {
 	b := &Backend{cfg: Config{Dir: "/var/lib/paddock/docker", TmpSize: 1 << 30, Owner: "o1"}}
 	ws := t.TempDir()
+	// On gVisor: the network namespace Docker makes, with its loopback
+	// (gVisor's netstack copies what it has: nothing else), and a host
+	// task limit that counts gVisor's own tasks (runtimes.GVisorPids).
 	for _, tc := range []struct {
-		workspace string
-		clone     bool
-	}{{"", false}, {ws, false}, {ws, true}} {
-		workspace, cl := tc.workspace, tc.clone
-		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Clone: cl, Runtime: "runsc", Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
+		workspace, runtime string
+		clone              bool
+	}{{"", "runc", false}, {ws, "runc", false}, {ws, "runc", true}, {"", "runsc", false}, {ws, "runsc", false}} {
+		workspace, cl, gv := tc.workspace, tc.clone, tc.runtime == "runsc"
+		s, err := b.containerSpec(sandbox.CreateOptions{Session: "s1", Workspace: workspace, Clone: cl, Runtime: tc.runtime, Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 100, CPUs: 1.5}}, "img")
 		if workspace != "" && os.Geteuid() != 0 {
 			// Only a root Runner can make the workspace's idmapped view.
 			if !errdefs.Is(err, errdefs.ErrForbidden) {
@@ -45,11 +49,15 @@ func TestSpecHardened(t *testing.T) {
 			t.Fatalf("the guest does not load the setuid guard: %q", e)
 		}
 		h, c := s.Host, s.Config
-		if h.NetworkMode != "none" || !c.NetworkDisabled || !h.ReadonlyRootfs || h.Privileged ||
+		pids := int64(100)
+		if gv {
+			pids = 2*100 + 64
+		}
+		if h.NetworkMode != "none" || c.NetworkDisabled == gv || !h.ReadonlyRootfs || h.Privileged ||
 			len(h.CapDrop) != 1 || h.CapDrop[0] != "ALL" || len(h.CapAdd) != 0 ||
 			len(h.SecurityOpt) != 1 || h.SecurityOpt[0] != "no-new-privileges:true" ||
-			c.User != "1000:1000" || h.Runtime != "runsc" || h.Init == nil || *h.Init ||
-			h.Memory != 1<<30 || h.MemorySwap != 1<<30 || h.NanoCPUs != 1.5e9 || h.PidsLimit == nil || *h.PidsLimit != 100 ||
+			c.User != "1000:1000" || h.Runtime != tc.runtime || h.Init == nil || *h.Init ||
+			h.Memory != 1<<30 || h.MemorySwap != 1<<30 || h.NanoCPUs != 1.5e9 || h.PidsLimit == nil || *h.PidsLimit != pids ||
 			!strings.HasPrefix(h.Tmpfs["/tmp"], "rw,nosuid,nodev") || h.Tmpfs["/run/paddock"] == "" ||
 			len(h.Binds) != 0 || h.PidMode != "" || h.IpcMode != "private" || h.UTSMode != "" || h.UsernsMode != "" ||
 			len(h.Devices) != 0 || c.Labels[sandbox.LabelManaged] != "1" || c.Labels[sandbox.LabelSession] != "s1" || c.Labels[sandbox.LabelOwner] != "o1" {
@@ -115,7 +123,15 @@ func TestSpecHardened(t *testing.T) {
 	}
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, "") }
+
+// TestConformanceGVisor: the whole suite again, every box on gVisor's
+// runsc as registered by `make deps` (the daemon's runtime "runsc", asked
+// for by its family word): the same walls, probes and lifecycle, a box
+// kernel that is gVisor's, and the channel through docker exec.
+func TestConformanceGVisor(t *testing.T) { conformance(t, "gvisor") }
+
+func conformance(t *testing.T, runtime string) {
 	testenv.Root(t)
 	cli := imagetest.Docker(t)
 	img := imagetest.BoxImage(t, cli)
@@ -128,10 +144,15 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		return b
 	}
+	b := open(t)
+	if runtime != "" && !slices.Contains(b.Capabilities(context.Background()).Runtimes, "runsc") {
+		testenv.Missing(t, "the Docker daemon has no runtime runsc; `make deps` builds and registers it")
+	}
 	sandboxtest.Run(t, sandboxtest.Setup{
-		Backend:      open(t),
+		Backend:      b,
 		Reopen:       open,
 		ReadOnlyRoot: true,
+		Runtime:      runtime,
 		Workspace: func(t *testing.T) string {
 			return sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 		},

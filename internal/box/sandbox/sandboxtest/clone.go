@@ -36,7 +36,7 @@ func cloneOrigin(t *testing.T, s Setup) {
 		// (StreamedClone): then a /workspace of their own, empty and
 		// writable, and no origin at all.
 		dir := OwnedWorkspace(t, t.TempDir())
-		bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Workspace: dir, Clone: true})
+		bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime, Workspace: dir, Clone: true})
 		if !s.Backend.Capabilities(ctx).StreamedClone {
 			if errdefs.Is(err, errdefs.ErrUnavailable) {
 				if objs := objectsOf(t, s.Backend, session); len(objs) != 0 {
@@ -86,7 +86,7 @@ func cloneOrigin(t *testing.T, s Setup) {
 	base := strings.TrimSpace(out)
 	before := treeSnapshot(t, repo)
 
-	bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Workspace: repo, Clone: true})
+	bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime, Workspace: repo, Clone: true})
 	if errdefs.Is(err, errdefs.ErrUnavailable) {
 		t.Skipf("the backend lends no host repository: %v", err)
 	}

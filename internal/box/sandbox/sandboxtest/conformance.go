@@ -18,8 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/box/channel"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 )
 
@@ -40,6 +43,10 @@ type Setup struct {
 	// has no interface but lo and no route give way to the guest's pod
 	// self-test, which must find that the box reaches nothing.
 	PodNetwork bool
+	// Runtime for CreateOptions: every box of the suite runs on it, and
+	// the isolation probes check its kernel (a gVisor runtime's box must
+	// report gVisor's, not the host's). Empty is the backend's default.
+	Runtime string
 }
 
 // Box is a running box with an open channel, for probes.
@@ -89,7 +96,7 @@ func Connect(t testing.TB, be sandbox.Backend, id string) *channel.Client {
 func StartBox(t testing.TB, s Setup, session string, limits sandbox.Limits, workspace string) *Box {
 	t.Helper()
 	ctx := context.Background()
-	bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Limits: limits, Workspace: workspace})
+	bx, err := s.Backend.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime, Limits: limits, Workspace: workspace})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -277,7 +284,7 @@ func lifecycle(t *testing.T, s Setup) {
 	ctx := context.Background()
 	be := s.Backend
 	session := uniqueSession("life")
-	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image})
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,10 +292,10 @@ func lifecycle(t *testing.T, s Setup) {
 	if bx.State != sandbox.StateCreated || bx.Session != session || bx.Backend != be.Name() {
 		t.Fatalf("created box %+v", bx)
 	}
-	if _, err := be.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image}); !errdefs.Is(err, errdefs.ErrConflict) {
+	if _, err := be.Create(ctx, sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime}); !errdefs.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("second box for a session: %v", err)
 	}
-	if _, err := be.Create(ctx, sandbox.CreateOptions{Session: "Bad Name", Image: s.Image}); !errdefs.Is(err, errdefs.ErrInvalid) {
+	if _, err := be.Create(ctx, sandbox.CreateOptions{Session: "Bad Name", Image: s.Image, Runtime: s.Runtime}); !errdefs.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("bad session: %v", err)
 	}
 	kinds := map[sandbox.ObjectKind]bool{}
@@ -400,6 +407,9 @@ func isolation(t *testing.T, s Setup) {
 			return nil
 		})
 	}
+	probe("Kernel", `uname -r`, func(out, _ string, _ int) error {
+		return checkKernel(s, strings.TrimSpace(out))
+	})
 	probe("NoResolver", `test ! -s /etc/resolv.conf && echo noconf; getent hosts example.com || echo noresolve; getent hosts localhost`, func(out, _ string, _ int) error {
 		if !strings.Contains(out, "noconf") || !strings.Contains(out, "noresolve") {
 			return fmt.Errorf("a name resolved or a resolver is configured: %q", out)
@@ -470,6 +480,32 @@ func isolation(t *testing.T, s Setup) {
 	})
 }
 
+// checkKernel: a box on a gVisor runtime reports gVisor's kernel (the
+// sentry, e.g. 4.19.0-gvisor), never the host's release; a box on a
+// shared-kernel runtime (runc, bwrap) reports the host's.
+func checkKernel(s Setup, release string) error {
+	var host unix.Utsname
+	if err := unix.Uname(&host); err != nil {
+		return err
+	}
+	hostRelease := unix.ByteSliceToString(host.Release[:])
+	runtime := s.Runtime
+	if runtime == "" {
+		runtime = s.Backend.Capabilities(context.Background()).Runtime
+	}
+	switch runtimes.KindOf(runtime, "") {
+	case runtimes.GVisor:
+		if !strings.HasSuffix(release, "-gvisor") || release == hostRelease {
+			return fmt.Errorf("a box on %s reports kernel %q (the host's is %q), not gVisor's", runtime, release, hostRelease)
+		}
+	case runtimes.Shared:
+		if release != hostRelease {
+			return fmt.Errorf("a box on %s reports kernel %q, not the host's %q", runtime, release, hostRelease)
+		}
+	}
+	return nil
+}
+
 func limits(t *testing.T, s Setup) {
 	caps := s.Backend.Capabilities(context.Background())
 	t.Run("ForkBombStopped", func(t *testing.T) {
@@ -487,7 +523,12 @@ func limits(t *testing.T, s Setup) {
 		// A bounded bomb: ask for 400 processes; the limit allows 64.
 		// Shells abort on a failed fork; perl counts the forks that worked
 		// and stops at the first refusal. The children exit by themselves.
-		out, errs, code := b.Run(t, `exec perl -e 'my $n = 0; for (1..400) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 3; exit 0 } $n++ } print "$n\n"; 1 while wait() > 0'`)
+		const bomb = `exec perl -e 'my $n = 0; for (1..400) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 3; exit 0 } $n++ } print "$n\n"; 1 while wait() > 0'`
+		if onGVisor(s) {
+			wholeBoxEnds(t, s, b, bomb)
+			return
+		}
+		out, errs, code := b.Run(t, bomb)
 		if code != 0 {
 			t.Fatalf("bomb: code %d out %q err %q", code, out, errs)
 		}
@@ -515,7 +556,12 @@ func limits(t *testing.T, s Setup) {
 			}
 		}
 		// tail -c N keeps the last N bytes in memory: 512 MiB against a 128 MiB limit.
-		_, _, code := b.Run(t, `head -c 536870912 /dev/zero | tail -c 536870000 > /dev/null`)
+		const hog = `head -c 536870912 /dev/zero | tail -c 536870000 > /dev/null`
+		if onGVisor(s) {
+			wholeBoxEnds(t, s, b, hog)
+			return
+		}
+		_, _, code := b.Run(t, hog)
 		if code == 0 {
 			t.Fatal("a 512 MiB allocation succeeded under a 128 MiB limit")
 		}
@@ -524,6 +570,47 @@ func limits(t *testing.T, s Setup) {
 			t.Fatalf("the box did not survive its hog: %d %q", code, out)
 		}
 	})
+}
+
+// onGVisor: the suite's boxes run on a gVisor runtime.
+func onGVisor(s Setup) bool { return runtimes.KindOf(s.Runtime, "") == runtimes.GVisor }
+
+// wholeBoxEnds runs script, which passes a limit of the box, in a box on
+// gVisor: gVisor enforces the box's limits on the host's cgroup of its
+// sentry, so the box ends whole (the sentry can make no thread, or the
+// host's OOM killer takes it) where a shared-kernel box loses only the
+// process. The box must end within a minute, and start again with its
+// guest answering: contained, and recoverable.
+func wholeBoxEnds(t *testing.T, s Setup, b *Box, script string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if p, err := b.Client.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", script}, Env: Env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &errb}); err == nil {
+		code, err := p.Wait()
+		t.Logf("on gVisor the script ended with %d %v (out %q err %q)", code, err, out.String(), errb.String())
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		bx, err := s.Backend.Inspect(ctx, b.ID)
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if bx.State != sandbox.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the box on gVisor still runs a minute after passing its limit: the limit held nothing")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.Client.Close()
+	if _, err := s.Backend.Start(ctx, b.ID); err != nil {
+		t.Fatalf("start again after the limit ended it: %v", err)
+	}
+	b.Client = Connect(t, s.Backend, b.ID)
+	if out, _, code := b.Run(t, `echo alive`); code != 0 || out != "alive\n" {
+		t.Fatalf("box unusable after starting again: %d %q", code, out)
+	}
 }
 
 func lastLine(s string) string {
@@ -774,7 +861,7 @@ func workspaceRefused(t *testing.T, s Setup) {
 		t.Fatal(err)
 	}
 	session := uniqueSession("rootws")
-	_, err := s.Backend.Create(context.Background(), sandbox.CreateOptions{Session: session, Image: s.Image, Workspace: dir})
+	_, err := s.Backend.Create(context.Background(), sandbox.CreateOptions{Session: session, Image: s.Image, Runtime: s.Runtime, Workspace: dir})
 	if !errdefs.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "belongs to root") {
 		t.Fatalf("a root-owned workspace: %v", err)
 	}

@@ -90,7 +90,19 @@ type Options struct {
 	// refused, never mounted for its new owner. It is read from the
 	// descriptor that is mounted, so no swap falls between check and mount.
 	OwnerUID int
+	// RootCreates: the box's file operations reach the mount as root, not
+	// as BoxUID (gVisor's sentry creates a file as root, then chowns it to
+	// the box user; root has no mapping in the idmap, so the create
+	// fails with EOVERFLOW). The idmap then also maps root's view to
+	// TransientUID and TransientGID on disk: the owner of a new file for
+	// the moment between the sentry's create and its chown.
+	RootCreates bool
 }
+
+// TransientUID and TransientGID are the on-disk ids a RootCreates mount
+// gives root's view: ids no account has, on a file only between a gVisor
+// sentry's create and its chown to the box user (the owner's, on disk).
+const TransientUID, TransientGID = 2147483646, 2147483646
 
 // state is what Mount leaves for Unmount.
 type state struct {
@@ -159,7 +171,7 @@ func Check(path string) (string, Owner, error) {
 		return "", Owner{}, err
 	}
 	// The probe: an idmapped clone, never attached, closed at once.
-	ns, err := userns(own, 0, 0)
+	ns, err := userns(own, 0, 0, false)
 	if err != nil {
 		return "", Owner{}, err
 	}
@@ -233,7 +245,7 @@ func Mount(o Options) (Owner, error) {
 			return own, err
 		}
 	}
-	ns, err := userns(own, o.BoxUID, o.BoxGID)
+	ns, err := userns(own, o.BoxUID, o.BoxGID, o.RootCreates)
 	if err != nil {
 		_ = Unmount(o.Target, o.State)
 		return own, err
@@ -291,7 +303,7 @@ func MountOrigin(o Options) (Owner, error) {
 		return own, err
 	}
 	defer unix.Close(git)
-	ns, err := userns(own, o.BoxUID, o.BoxGID)
+	ns, err := userns(own, o.BoxUID, o.BoxGID, o.RootCreates)
 	if err != nil {
 		return own, err
 	}
@@ -423,10 +435,11 @@ func OpenGitDir(ws int, path string) (int, error) {
 }
 
 // userns returns a descriptor of a new user namespace whose one mapping
-// is own's uid → uid and own's gid → gid: the idmap of the mount. It is
-// held by a short-lived helper process (a namespace lives while something
-// refers to it; the descriptor does).
-func userns(own Owner, uid, gid int) (int, error) {
+// is own's uid → uid and own's gid → gid: the idmap of the mount (with
+// root, TransientUID → 0 and TransientGID → 0 as well: see
+// Options.RootCreates). It is held by a short-lived helper process (a
+// namespace lives while something refers to it; the descriptor does).
+func userns(own Owner, uid, gid int, root bool) (int, error) {
 	if uid == 0 {
 		uid = own.UID + 1 // the probe: any id but the owner's own works
 	}
@@ -445,11 +458,13 @@ func userns(own Owner, uid, gid int) (int, error) {
 	}
 	cmd := exec.Command(cat)
 	cmd.Stdin = r
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  unix.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: own.UID, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: own.GID, HostID: gid, Size: 1}},
+	uids := []syscall.SysProcIDMap{{ContainerID: own.UID, HostID: uid, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: own.GID, HostID: gid, Size: 1}}
+	if root {
+		uids = append(uids, syscall.SysProcIDMap{ContainerID: TransientUID, HostID: 0, Size: 1})
+		gids = append(gids, syscall.SysProcIDMap{ContainerID: TransientGID, HostID: 0, Size: 1})
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: uids, GidMappings: gids}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("idmapped workspace: make its user namespace: %w", err)
 	}

@@ -504,3 +504,49 @@ func TestMountWorktrees(t *testing.T) {
 		t.Fatal("Forget left the session's .git/worktrees")
 	}
 }
+
+// TestMountRootCreates: a gVisor sentry makes a box's file as root, then
+// gives it to the box user. Without RootCreates root's create fails
+// (EOVERFLOW: root has no mapping in the idmap); with it, the file is
+// TransientUID's on disk until the chown, then the owner's, as a box's
+// file always is. Root's view maps only that: the owner's other files
+// stay the box user's, root's own still nobody's.
+func TestMountRootCreates(t *testing.T) {
+	testenv.Root(t)
+	for _, rootCreates := range []bool{false, true} {
+		ws := newWorkspace(t, false)
+		dir := testenv.TraversableTempDir(t)
+		o := Options{Source: ws, Target: filepath.Join(dir, "mnt"), State: filepath.Join(dir, "mnt.json"), BoxUID: boxUID, BoxGID: boxUID, RootCreates: rootCreates}
+		if _, err := Mount(o); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(o.Target, "src", "made-by-root")
+		err := os.WriteFile(p, []byte("x"), 0o644)
+		if !rootCreates {
+			if !errors.Is(err, syscall.EOVERFLOW) {
+				t.Errorf("root created a file through a mount without RootCreates: %v", err)
+			}
+			Unmount(o.Target, o.State)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("RootCreates: %v", err)
+		}
+		if u, g := owner(t, filepath.Join(ws, "src", "made-by-root")); u != TransientUID || g != TransientGID {
+			t.Errorf("before its chown the file is %d:%d on disk, want %d", u, g, TransientUID)
+		}
+		if err := os.Lchown(p, boxUID, boxUID); err != nil {
+			t.Fatal(err)
+		}
+		if u, g := owner(t, filepath.Join(ws, "src", "made-by-root")); u != ownerUID || g != ownerUID {
+			t.Errorf("given to the box user, the file is %d:%d on disk, want the owner's %d", u, g, ownerUID)
+		}
+		if u, _ := owner(t, filepath.Join(o.Target, "src", "main.go")); u != boxUID {
+			t.Errorf("the owner's file shows as %d, want the box's %d", u, boxUID)
+		}
+		if u, _ := owner(t, filepath.Join(o.Target, "roots")); u != 65534 {
+			t.Errorf("root's own file shows as %d through the mount, want nobody", u)
+		}
+		Unmount(o.Target, o.State)
+	}
+}
