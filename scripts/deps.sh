@@ -16,6 +16,8 @@
 #   (the box image's base is made by paddock itself, as users get it: the
 #   tests build the image with `paddock image build`'s code, which keeps
 #   the debootstrapped tree in /var/cache/paddock/rootfs-<suite>-<recipe>)
+#   - gVisor's runsc (scripts/gvisor-bin.sh) into /var/cache/paddock/gvisor/<version>,
+#     registered as dockerd's runtime "runsc": about 5 minutes the first time
 #   - staticcheck into /var/cache/paddock/bin
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
 #     (scripts/k8s-bins.sh) into /var/cache/paddock/k8s/<version>/bin:
@@ -102,6 +104,34 @@ else
   "$bin" --version | grep -q "^$CLAUDE_VERSION " || { say "claude --version does not report $CLAUDE_VERSION"; exit 1; }
 fi
 
+# gVisor's runsc, pinned and built from the Go module proxy (cached), and
+# registered with dockerd as the runtime "runsc" in /etc/docker/daemon.json
+# with runtimes.GVisorArgs (--directfs=false: see its doc) (merged: other
+# keys and runtimes are kept). A running dockerd whose runsc differs
+# reloads its runtimes on SIGHUP; one that dockerd started with
+# --add-runtime flags would refuse a daemon.json runtimes key, so a daemon
+# configured that way is left alone and the runsc tests say what is missing.
+scripts/gvisor-bin.sh
+RUNSC=$CACHE/gvisor/$(sed -n 's/^const GVisorVersion = "\(v[0-9a-f.-]*\)"$/\1/p' internal/box/runtimes/runtimes.go)/runsc
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p /etc/docker
+  RUNSC="$RUNSC" perl -MJSON::PP -e '
+    my $f = "/etc/docker/daemon.json"; my $c = {};
+    if (-s $f) { local $/; open my $h, "<", $f or die "$f: $!\n"; $c = decode_json(<$h>); }
+    my $r = $c->{runtimes}{runsc} // {};
+    exit 0 if ($r->{path} // "") eq $ENV{RUNSC} && join(" ", @{$r->{runtimeArgs} // []}) eq "--directfs=false";
+    $c->{runtimes}{runsc} = { path => $ENV{RUNSC}, runtimeArgs => ["--directfs=false"] };
+    open my $o, ">", "$f.new" or die "$f.new: $!\n";
+    print $o JSON::PP->new->pretty->canonical->encode($c); close $o;
+    rename "$f.new", $f or die "$f: $!\n";
+    print STDERR "\033[1mdeps:\033[0m runsc registered in $f\n";'
+  if docker info >/dev/null 2>&1 && ! docker info --format '{{json .Runtimes.runsc}}' | grep -qF '"runtimeArgs":["--directfs=false"]'; then
+    say "dockerd reloads its runtimes (SIGHUP)"
+    pkill -HUP -x dockerd || true
+    for _ in $(seq 1 20); do docker info --format '{{json .Runtimes.runsc}}' | grep -qF -- '--directfs=false' && break; sleep 0.25; done
+  fi
+fi
+
 # dockerd: start it when it does not answer (a fresh machine, or CI).
 if ! docker info >/dev/null 2>&1; then
   say "starting dockerd (log: /var/log/paddock-dockerd.log)"
@@ -109,6 +139,8 @@ if ! docker info >/dev/null 2>&1; then
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { say "dockerd did not start; see /var/log/paddock-dockerd.log"; exit 1; }
 fi
+docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
+  || say "dockerd has no runtime runsc: add {\"runtimes\": {\"runsc\": {\"path\": \"$RUNSC\", \"runtimeArgs\": [\"--directfs=false\"]}}} to its daemon.json and reload it (the runsc tests will fail)"
 
 # staticcheck, pinned.
 if ! "$CACHE/bin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then

@@ -13,6 +13,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/logkey"
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/guest"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
@@ -251,6 +252,10 @@ func (r *Runner) seedConfig(s *session.Session, read boxConfig, first *firstStar
 	return cf, nil
 }
 
+// GVisorGitConfig is the git setting of claude's environment in a box on
+// gVisor (launchOptions).
+const GVisorGitConfig = "GIT_CONFIG_PARAMETERS='core.checkstat'='minimal'"
+
 // launchOptions is how claude starts in s's box: its credential (varName
 // set to value), its base URL and proxies, and what direct mode adds.
 func (r *Runner) launchOptions(s *session.Session, varName, value string) claudecode.LaunchOptions {
@@ -275,6 +280,13 @@ func (r *Runner) launchOptions(s *session.Session, varName, value string) claude
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	}
 	o.Extra = append(o.Extra, r.serviceEnvOf(s)...)
+	if runtimes.KindOf(s.Runtime, "") == runtimes.GVisor {
+		// gVisor gives files inode numbers of its own, new in every box:
+		// git's default stat check would re-hash the whole worktree on the
+		// first status of each box. Size and mtime only (not in the
+		// repository's config, which the host's git reads too).
+		o.Extra = append(o.Extra, GVisorGitConfig)
+	}
 	if r.direct(s) && r.opts.Config.Anthropic.UsageViewOn() {
 		// /status usage is asked for only without the quiet switch; what
 		// else the CLI then asks the API host for is refused on the direct

@@ -39,15 +39,35 @@ func proxyStatus(t *testing.T, dir, token string) int {
 // typed into the terminal, the answer on screen, a tool turn writing into
 // /workspace, sleep (the old token is refused at once), wake (claude
 // --resume redraws the history and the next request carries it), rm.
+//
+// docker-gvisor is the same on Docker's runsc (`make deps` registers it):
+// the box's kernel is gVisor's, and claude's git compares size and mtime
+// only (gVisor's inode numbers are new in every box).
 func TestSessionLifecycle(t *testing.T) {
 	e := newEnv(t)
-	for _, backend := range []string{"local", "docker"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, tc := range []struct{ label, backend, runtime string }{{"local", "local", ""}, {"docker", "docker", ""}, {"docker-gvisor", "docker", "gvisor"}} {
+		backend := tc.backend
+		t.Run(tc.label, func(t *testing.T) {
 			e.t = t
-			name := "life-" + backend
-			id := strings.TrimSpace(e.pd("run", "-d", "--name", name, "--backend", backend))
+			name := "life-" + tc.label
+			args := []string{"run", "-d", "--name", name, "--backend", backend}
+			if tc.runtime != "" {
+				args = append(args, "--runtime", tc.runtime)
+			}
+			id := strings.TrimSpace(e.pd(args...))
 			if len(id) != 12 {
 				t.Fatalf("run -d printed %q", id)
+			}
+			if tc.runtime != "" {
+				if k := e.pd("exec", name, "--", "uname", "-r"); !strings.HasSuffix(strings.TrimSpace(k), "-gvisor") {
+					t.Fatalf("a box on %s runs on kernel %q", tc.runtime, k)
+				}
+				if g := e.pd("exec", name, "--", "git", "config", "core.checkstat"); g != "minimal\n" {
+					t.Fatalf("git's checkstat in a gVisor box: %q", g)
+				}
+				if rt := e.inspect(name).Runtime; rt != "runsc" {
+					t.Fatalf("the session records runtime %q, want runsc", rt)
+				}
 			}
 			e.waitScreen(name, promptReady, 30*time.Second)
 			e.typeLine(name, "say hi")
