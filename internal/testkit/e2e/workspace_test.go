@@ -81,12 +81,15 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 // Bash. On the host afterwards: the edit is in the file, the commit is in
 // the history with the person's git identity, every file the box made or
 // changed belongs to the repository's owner, and the repository's own hook
-// (.claude/settings.json) ran in the box.
+// (.claude/settings.json) ran in the box. docker-gvisor: the same on
+// Docker's runsc, where the sentry makes files as root (the workspace's
+// idmap maps it for that instant) and works through its gofer.
 func TestWorkspaceGitTurn(t *testing.T) {
 	e := newEnv(t)
 	person := gitPerson(t)
-	for _, backend := range []string{"local", "docker"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, label := range []string{"local", "docker", "docker-gvisor"} {
+		backend, runtime, _ := strings.Cut(label, "-")
+		t.Run(label, func(t *testing.T) {
 			e.t = t
 			ws := ownedRepo(t)
 			e.fake.SetSteps([]fakeapi.Step{
@@ -95,8 +98,12 @@ func TestWorkspaceGitTurn(t *testing.T) {
 				{Name: "Bash", Input: map[string]any{"command": "cd /workspace && git commit -qam 'edit from the box' && git log -1 --format=%an", "description": "commit the edit"}},
 			})
 			defer e.fake.SetSteps(nil)
-			name := "git-" + backend
-			e.pdAs(person, "run", "-d", "--name", name, "--backend", backend, "--workspace", ws)
+			name := "git-" + label
+			args := []string{"run", "-d", "--name", name, "--backend", backend, "--workspace", ws}
+			if runtime != "" {
+				args = append(args, "--runtime", runtime)
+			}
+			e.pdAs(person, args...)
 			defer e.pdRun("rm", "-f", name)
 			e.waitScreen(name, promptReady, 30*time.Second)
 			e.typeLine(name, fakeapi.StepsKeyword+" edit and commit")
