@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/system"
+
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
 
@@ -201,5 +203,32 @@ func TestDoctor(t *testing.T) {
 	code, out, _ = run(t, "", nil, "--state-dir", dir, "doctor")
 	if code != 1 || !strings.Contains(out, "FAIL credential") {
 		t.Fatalf("%d\n%s", code, out)
+	}
+}
+
+// TestRuntimeCheck: doctor's runtimes line names each backend's runtimes
+// with their kind, fails on a gVisor runtime registered without
+// --directfs=false (saying what to register), and says what adds gVisor
+// or why there is no VM runtime.
+func TestRuntimeCheck(t *testing.T) {
+	good := map[string]system.RuntimeWithStatus{
+		"runc":  {Runtime: system.Runtime{Path: "runc"}},
+		"runsc": {Runtime: system.Runtime{Path: "/x/runsc", Args: []string{"--directfs=false"}}},
+	}
+	c := runtimeCheck(good, "runc", false, "no /dev/kvm")
+	if !c.ok || !strings.Contains(c.what, "runc default, runsc (gVisor)") || !strings.Contains(c.what, "KVM: no, so no VM runtime: no /dev/kvm") {
+		t.Errorf("%+v", c)
+	}
+	bad := map[string]system.RuntimeWithStatus{"gvisor": {Runtime: system.Runtime{Path: "/usr/bin/runsc"}}}
+	c = runtimeCheck(bad, "runc", true, "")
+	if c.ok || !strings.Contains(c.fix, `"runtimeArgs": ["--directfs=false"]`) || !strings.Contains(c.what, "KVM: yes") {
+		t.Errorf("%+v", c)
+	}
+	c = runtimeCheck(map[string]system.RuntimeWithStatus{"runc": {}}, "runc", false, "x")
+	if !c.ok || !strings.Contains(c.what, "no gVisor: \"runsc\": {\"path\"") {
+		t.Errorf("%+v", c)
+	}
+	if c = runtimeCheck(nil, "", false, "x"); strings.Contains(c.what, "docker") || !strings.Contains(c.what, "local: bwrap") {
+		t.Errorf("no daemon: %+v", c)
 	}
 }

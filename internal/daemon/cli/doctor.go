@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"github.com/paddockhq/paddock/internal/box/cgroup"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox/local"
 	"github.com/paddockhq/paddock/internal/credentials/credential"
 	"github.com/paddockhq/paddock/internal/daemon/api"
@@ -71,6 +75,47 @@ func doctorCmd(g *globals, o IO) *cobra.Command {
 	return cmd
 }
 
+// runtimeCheck is doctor's line of runtimes: the local backend's, the
+// Docker daemon's (nil: not reachable) with the kind of each, and whether
+// this host has KVM for a VM runtime. A gVisor runtime the daemon has
+// without runtimes.GVisorArgs fails it, with the entry to register.
+func runtimeCheck(docker map[string]system.RuntimeWithStatus, dockerDefault string, kvm bool, kvmWhy string) check {
+	c := check{name: "runtimes", ok: true}
+	parts := []string{"local: " + runtimes.Bwrap + " (shared kernel)"}
+	if docker != nil {
+		var names []string
+		for _, name := range slices.Sorted(maps.Keys(docker)) {
+			rt := docker[name]
+			n := name
+			switch kind := runtimes.KindOf(name, rt.Path); {
+			case kind == runtimes.GVisor:
+				n += " (gVisor)"
+				if err := runtimes.CheckGVisorArgs(name, rt.Path, rt.Args); err != nil {
+					c.ok, c.fix = false, err.Error()
+				}
+			case kind == runtimes.VM:
+				n += " (VM)"
+			}
+			if name == dockerDefault {
+				n += " default"
+			}
+			names = append(names, n)
+		}
+		d := "docker: " + strings.Join(names, ", ")
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, "(gVisor)") }) {
+			d += " (no gVisor: " + runtimes.DockerEntry(runtimes.Runsc) + " in daemon.json adds it)"
+		}
+		parts = append(parts, d)
+	}
+	if kvm {
+		parts = append(parts, "KVM: yes")
+	} else {
+		parts = append(parts, "KVM: no, so no VM runtime: "+kvmWhy)
+	}
+	c.what = strings.Join(parts, "; ")
+	return c
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -102,6 +147,21 @@ func doctor(ctx context.Context, dir string, cfg config.Config, o IO) []check {
 	}
 	out = append(out, check{"docker", err == nil, "daemon " + map[bool]string{true: "reachable", false: "not reachable: " + errText(err)}[err == nil],
 		"only for --backend docker: apt-get install docker.io and start dockerd (make deps does both)"})
+	// What boxes can run on: each backend's runtimes, and KVM for a VM's.
+	var dockerRTs map[string]system.RuntimeWithStatus
+	dockerDefault := ""
+	if err == nil {
+		if dc, err := client.New(client.FromEnv); err == nil {
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if res, err := dc.Info(ictx, client.InfoOptions{}); err == nil {
+				dockerRTs, dockerDefault = res.Info.Runtimes, res.Info.DefaultRuntime
+			}
+			cancel()
+			dc.Close()
+		}
+	}
+	kvm, kvmWhy := runtimes.KVM()
+	out = append(out, runtimeCheck(dockerRTs, dockerDefault, kvm, kvmWhy))
 	// cgroups.
 	av := cgroup.Available()
 	var missing []string

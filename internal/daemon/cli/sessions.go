@@ -236,11 +236,11 @@ func lsCmd(g *globals, o IO) *cobra.Command {
 				}
 			}
 			tw := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tMODE\tEGRESS\tMODEL\tBRANCH\tCREATED\tREASON")
+			fmt.Fprintln(tw, "NAME\tID\tOWNER\tROLE\tSTATE\tACTIVITY\tRESTARTS\tBACKEND\tRUNTIME\tMODE\tEGRESS\tMODEL\tBRANCH\tCREATED\tREASON")
 			now := time.Now()
 			for _, s := range shown {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
-					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, s.CredentialMode, s.Egress, dash(s.Model), branchText(s.Clone), ago(s.Created), reasonText(s))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.ID[:8], dash(s.Owner.Name), dash(string(s.YourRole)),
+					stateText(s), activityText(s, now), s.Restarts.Count, s.Backend, dash(s.Runtime), s.CredentialMode, s.Egress, dash(s.Model), branchText(s.Clone), ago(s.Created), reasonText(s))
 			}
 			return tw.Flush()
 		},

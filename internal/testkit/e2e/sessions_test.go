@@ -68,6 +68,9 @@ func TestSessionLifecycle(t *testing.T) {
 				if rt := e.inspect(name).Runtime; rt != "runsc" {
 					t.Fatalf("the session records runtime %q, want runsc", rt)
 				}
+				if ls := e.pd("ls"); !strings.Contains(ls, "RUNTIME") || !strings.Contains(ls, " runsc ") {
+					t.Fatalf("ls does not show the runtime:\n%s", ls)
+				}
 			}
 			e.waitScreen(name, promptReady, 30*time.Second)
 			e.typeLine(name, "say hi")
