@@ -23,7 +23,6 @@ package local
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,14 +39,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/paddockhq/paddock/internal/base/atomicfile"
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/box/cgroup"
 	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
-	"github.com/paddockhq/paddock/internal/box/seccomp"
-	"golang.org/x/sys/unix"
 )
 
 // Name of this backend.
@@ -133,96 +129,6 @@ func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
 	av := cgroup.Available()
 	return sandbox.Capabilities{Name: Name, MemoryLimit: av["memory"], PidsLimit: av["pids"], CPULimit: av["cpu"],
 		SurvivesRunnerRestart: true, Runtime: runtimes.Bwrap, Runtimes: []string{runtimes.Bwrap}, SameHost: true}
-}
-
-// record is box.json.
-type record struct {
-	ID        string            `json:"id"`
-	Session   string            `json:"session"`
-	Labels    map[string]string `json:"labels"`
-	Created   time.Time         `json:"created"`
-	UID       int               `json:"uid"`
-	Workspace string            `json:"workspace,omitempty"` // host dir, or "" for the volume's
-	// WorkspaceReal is Workspace with the symlinks of its path resolved
-	// when the box was made (the owner chose them). Each start binds it
-	// through a descriptor opened without following any symlink, so one
-	// that appears on the path later — another box may write a parent
-	// directory — is refused, never followed.
-	WorkspaceReal string `json:"workspace_real,omitempty"`
-	// UnsafeHostCode: the host's code paths in the workspace stay writable.
-	UnsafeHostCode bool `json:"unsafe_host_code,omitempty"`
-	// Clone: the box gets Workspace's git directory read-only at
-	// sandbox.OriginDir and its own /workspace (sandbox.CreateOptions.Clone).
-	Clone bool `json:"clone,omitempty"`
-	// WorkspaceUID is the workspace's owner when the box was made; every
-	// mount refuses the directory if it belongs to anyone else by then
-	// (0 in records from before it was kept: taken at the next mount).
-	WorkspaceUID int            `json:"workspace_uid,omitempty"`
-	Limits       sandbox.Limits `json:"limits"`
-	Claude       string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
-	Notes        []string       `json:"notes,omitempty"`
-	Cgroup       *cgroup.Group  `json:"cgroup,omitempty"`
-	// The running instance, if any: the guest's host pid and its start
-	// time (to tell it from a recycled pid).
-	PID      int    `json:"pid,omitempty"`
-	PIDStart uint64 `json:"pid_start,omitempty"`
-}
-
-func (b *Backend) boxDir(id string) string      { return filepath.Join(b.cfg.Root, "boxes", id) }
-func (b *Backend) volDir(session string) string { return filepath.Join(b.cfg.Root, "volumes", session) }
-
-func validID(id string) bool {
-	if !strings.HasPrefix(id, "pdk-") || len(id) != 16 {
-		return false
-	}
-	for _, c := range id[4:] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func (b *Backend) load(id string) (*record, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("box %q: %w", id, errdefs.ErrNotFound)
-	}
-	raw, err := os.ReadFile(filepath.Join(b.boxDir(id), "box.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("box %s: %w", id, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var r record
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("box %s: damaged record: %w", id, err)
-	}
-	return &r, nil
-}
-
-func (b *Backend) save(r *record) error {
-	raw, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	// Not fsynced: after a power loss the box is gone too; what matters is
-	// that a crashed Runner never reads a half-written record.
-	return atomicfile.WriteNoSync(filepath.Join(b.boxDir(r.ID), "box.json"), raw, 0o600)
-}
-
-func (b *Backend) records() ([]*record, error) {
-	ents, err := os.ReadDir(filepath.Join(b.cfg.Root, "boxes"))
-	if err != nil {
-		return nil, err
-	}
-	var out []*record
-	for _, e := range ents {
-		if r, err := b.load(e.Name()); err == nil {
-			out = append(out, r)
-		}
-	}
-	return out, nil
 }
 
 // Create implements sandbox.Backend.
@@ -373,152 +279,6 @@ func chownTree(root string, uid int) error {
 	})
 }
 
-func newID() (string, error) {
-	var b [6]byte
-	f, err := os.Open("/dev/urandom")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if _, err := io.ReadFull(f, b[:]); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("pdk-%x", b), nil
-}
-
-func (b *Backend) box(r *record) sandbox.Box {
-	st := sandbox.StateCreated
-	if r.PID != 0 {
-		st = sandbox.StateStopped
-		if alive(r.PID, r.PIDStart) {
-			st = sandbox.StateRunning
-		}
-	}
-	return sandbox.Box{ID: r.ID, Session: r.Session, Backend: Name, State: st, Created: r.Created,
-		Volume: b.volDir(r.Session), Limits: r.Limits, Notes: r.Notes}
-}
-
-// hostProcs maps live (non-zombie) processes in the box uid range to their uid.
-func hostProcs(base int) map[int]int {
-	out := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fi, err := os.Stat("/proc/" + e.Name())
-		if err != nil {
-			continue
-		}
-		uid := int(fi.Sys().(*syscall.Stat_t).Uid)
-		if uid <= base || uid >= base+65536 {
-			continue
-		}
-		if _, ok := startTime(pid); !ok {
-			continue // a zombie: already dead, its parent (or init) reaps it
-		}
-		out[pid] = uid
-	}
-	return out
-}
-
-// hostUIDs is the set of box-range uids that any process on the host runs as.
-func hostUIDs(base int) map[int]bool {
-	out := map[int]bool{}
-	for _, uid := range hostProcs(base) {
-		out[uid] = true
-	}
-	return out
-}
-
-// retired lists uids of removed boxes that may still have processes.
-func (b *Backend) retired() []int {
-	raw, _ := os.ReadFile(filepath.Join(b.cfg.Root, "retired-uids.json"))
-	var out []int
-	_ = json.Unmarshal(raw, &out)
-	return out
-}
-
-func (b *Backend) setRetired(uids []int) {
-	raw, _ := json.Marshal(uids)
-	_ = atomicfile.WriteNoSync(filepath.Join(b.cfg.Root, "retired-uids.json"), raw, 0o600)
-}
-
-// startTime reads a process's start time (field 22 of /proc/<pid>/stat).
-func startTime(pid int) (uint64, bool) { return sandbox.ProcStartTime(pid) }
-
-func alive(pid int, start uint64) bool {
-	st, ok := startTime(pid)
-	return ok && st == start
-}
-
-// args builds the whole bwrap command line of a box: the one place its
-// isolation is decided.
-func (b *Backend) args(r *record) []string {
-	dir := b.boxDir(r.ID)
-	vol := b.volDir(r.Session)
-	wsBind := []string{"--bind", filepath.Join(vol, "workspace"), sandbox.WorkspaceDir}
-	switch {
-	case r.Clone: // the repository's git directory, read-only, for the box's own clone
-		wsBind = append(wsBind, "--ro-bind-fd", strconv.Itoa(workspaceFD), sandbox.OriginDir)
-	case r.Workspace != "":
-		wsBind = []string{"--bind-fd", strconv.Itoa(workspaceFD), sandbox.WorkspaceDir} // see Start
-	}
-	a := []string{
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-		"--uid", strconv.Itoa(sandbox.BoxUID), "--gid", strconv.Itoa(sandbox.BoxUID),
-		"--hostname", "paddock",
-		"--cap-drop", "ALL",
-		"--new-session",
-		"--as-pid-1",
-		"--info-fd", "4",
-		"--seccomp", strconv.Itoa(seccompFD), // no setuid or setgid file (internal/box/seccomp)
-		"--clearenv",
-		"--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-		"--symlink", "usr/lib", "/lib",
-	}
-	if _, err := os.Stat("/usr/lib64"); err == nil {
-		a = append(a, "--symlink", "usr/lib64", "/lib64")
-	}
-	a = append(a,
-		"--proc", "/proc",
-		"--dev", "/dev",
-		"--tmpfs", "/tmp",
-		"--tmpfs", "/run",
-		"--dir", "/run/paddock",
-	)
-	for _, f := range []string{"passwd", "group", "hosts", "nsswitch.conf"} {
-		a = append(a, "--ro-bind", filepath.Join(dir, "etc", f), "/etc/"+f)
-	}
-	// What programs need from the host's /etc, read-only. Never resolv.conf.
-	for _, p := range []string{"/etc/alternatives", "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/terminfo", "/etc/inputrc", "/etc/bash.bashrc", "/etc/profile"} {
-		if _, err := os.Stat(p); err == nil {
-			a = append(a, "--ro-bind", p, p)
-		}
-	}
-	a = append(a, b.managedSettingsArgs(dir)...) // paddock's hooks for claude's activity (managed.go)
-	a = append(a, "--ro-bind", b.cfg.GuestBinary, "/opt/paddock/bin/paddock")
-	if claude := cmp.Or(r.Claude, b.cfg.ClaudeBinary); claude != "" {
-		a = append(a, "--ro-bind", claude, "/opt/claude/bin/claude")
-	}
-	a = append(a,
-		"--bind", filepath.Join(vol, "home"), sandbox.HomeDir,
-	)
-	a = append(a, wsBind...)
-	a = append(a,
-		"--remount-ro", "/",
-		"--chdir", sandbox.WorkspaceDir,
-		"--setenv", "HOME", sandbox.HomeDir,
-		"--setenv", "USER", sandbox.BoxUser,
-		"--setenv", "PATH", "/opt/paddock/bin:/opt/claude/bin:/usr/local/bin:/usr/bin:/bin",
-		"--",
-		"/opt/paddock/bin/paddock", "guest", "--socket", sandbox.GuestSocket,
-	)
-	return a
-}
-
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	b.mu.Lock()
@@ -634,86 +394,6 @@ const (
 	seccompFD   = 5
 	workspaceFD = 6
 )
-
-// seccompPipe returns a pipe holding the box's seccomp filter, for bwrap
-// to read from seccompFD.
-func seccompPipe() (*os.File, error) {
-	p, err := seccomp.Program()
-	if err != nil {
-		return nil, fmt.Errorf("local backend: %w", err)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	if _, err := w.Write(seccomp.Bytes(p)); err != nil { // a few hundred bytes: the pipe holds them
-		r.Close()
-		return nil, err
-	}
-	return r, nil
-}
-
-// wsMountPoint is where a box's host workspace view is mounted (in its
-// box directory, which no box can write), and wsState its record.
-func (b *Backend) wsMountPoint(id string) string { return filepath.Join(b.boxDir(id), "workspace") }
-func (b *Backend) wsState(id string) string      { return filepath.Join(b.boxDir(id), "workspace.json") }
-
-// mountWorkspace makes the box's view of its host workspace (wsmount:
-// idmapped to the box's uid, host code read-only), or for a clone box the
-// read-only view of the repository's git directory (wsmount.MountOrigin),
-// and opens it for bwrap.
-// The path is the one resolved when the box was made, walked without
-// following any symlink; a box made before that resolution was recorded
-// gets it now, once.
-func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
-	if r.WorkspaceReal == "" {
-		real, err := filepath.EvalSymlinks(r.Workspace)
-		if err != nil {
-			return nil, fmt.Errorf("workspace %s is gone: %v: %w", r.Workspace, err, errdefs.ErrConflict)
-		}
-		r.WorkspaceReal = real
-		if err := b.save(r); err != nil {
-			return nil, err
-		}
-	}
-	mp := b.wsMountPoint(r.ID)
-	mount := wsmount.Mount
-	if r.Clone {
-		mount = wsmount.MountOrigin
-	}
-	own, err := mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
-		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID, Session: r.Session})
-	if err != nil {
-		return nil, err
-	}
-	if r.WorkspaceUID == 0 { // a record from before the owner was kept
-		r.WorkspaceUID = own.UID
-		if err := b.save(r); err != nil {
-			b.unmountWorkspace(r)
-			return nil, err
-		}
-	}
-	fd, err := sandbox.OpenNoFollow(unix.AT_FDCWD, mp)
-	if err != nil {
-		b.unmountWorkspace(r)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), mp), nil
-}
-
-// unmountWorkspace undoes mountWorkspace: the box has stopped (its own
-// mount namespace, which held a copy, is gone with it).
-func (b *Backend) unmountWorkspace(r *record) error {
-	if r.Workspace == "" {
-		return nil
-	}
-	mp := b.wsMountPoint(r.ID)
-	if err := wsmount.Unmount(mp, b.wsState(r.ID)); err != nil {
-		return fmt.Errorf("box %s: take its workspace mount off: %w", r.ID, err)
-	}
-	return nil
-}
 
 // Connect implements sandbox.Backend. The socket is reached inside the
 // guest's root, component by component, following no symlink
