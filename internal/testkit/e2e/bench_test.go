@@ -1,16 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/paddockhq/paddock/internal/box/image/imagetest"
+	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 	"github.com/paddockhq/paddock/internal/sessions/session"
@@ -58,7 +63,7 @@ func claudeDirect(b testing.TB, e *env, i int) time.Duration {
 	})
 }
 
-func bareStart(b testing.TB, e *env, backend string) time.Duration {
+func bareStart(b testing.TB, e *env, backend, runtime string) time.Duration {
 	switch backend {
 	case "local":
 		return sandboxtest.BareBwrap(b)
@@ -67,7 +72,7 @@ func bareStart(b testing.TB, e *env, backend string) time.Duration {
 	}
 	cli := imagetest.Docker(b)
 	defer cli.Close()
-	return sandboxtest.BareDocker(b, cli, e.image)
+	return sandboxtest.BareDocker(b, cli, e.image, runtime)
 }
 
 // ready reports whether claude's prompt is drawn; it logs a failed capture.
@@ -90,12 +95,20 @@ func BenchmarkSessionPrompt(b *testing.B) {
 		// From the session's own record of each start (inspect's
 		// last_start): paddock's share timed, not subtracted.
 		createShare, wakeShare, channel, selfTest, claude []time.Duration
+		// The PSS of the box's host processes with claude idle at its
+		// prompt (docker kinds).
+		pss []int64
 	}
 	// Each backend without and with a host workspace (its idmapped view,
 	// host code read-only: made at each start, taken off at each stop);
 	// kubernetes on the test cluster (its bare start: a pod of the image
 	// running /bin/true).
-	kinds := []string{"local", "docker", "kubernetes", "local+workspace", "docker+workspace"}
+	// docker/gvisor: Docker's runsc. PADDOCK_BENCH_KINDS (comma-separated)
+	// runs only those kinds.
+	kinds := []string{"local", "docker", "docker/gvisor", "kubernetes", "local+workspace", "docker+workspace", "docker/gvisor+workspace"}
+	if only := os.Getenv("PADDOCK_BENCH_KINDS"); only != "" {
+		kinds = strings.Split(only, ",")
+	}
 	rows := map[string]*row{}
 	for _, k := range kinds {
 		rows[k] = &row{}
@@ -105,18 +118,26 @@ func BenchmarkSessionPrompt(b *testing.B) {
 		for r := 0; r < rounds; r++ {
 			for _, kind := range kinds {
 				backend, withWS := strings.CutSuffix(kind, "+workspace")
+				backend, runtime, _ := strings.Cut(backend, "/")
 				rw := rows[kind]
 				n++
-				rw.bare = append(rw.bare, bareStart(b, e, backend))
+				rw.bare = append(rw.bare, bareStart(b, e, backend, map[string]string{"gvisor": "runsc"}[runtime]))
 				rw.direct = append(rw.direct, claudeDirect(b, e, n))
 				name := fmt.Sprintf("bench-%s-%d", backend, n)
 				args := []string{"run", "-d", "--name", name, "--backend", backend}
+				if runtime != "" {
+					args = append(args, "--runtime", runtime)
+				}
 				if withWS {
 					args = append(args, "--workspace", sandboxtest.OwnedWorkspace(b, testenv.TraversableTempDir(b)))
 				}
 				t0 := time.Now()
-				e.pd(args...)
+				id := strings.TrimSpace(e.pd(args...))
 				rw.create = append(rw.create, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
+				if backend == "docker" {
+					time.Sleep(2 * time.Second) // idle at its prompt
+					rw.pss = append(rw.pss, e.dockerBoxPSS(id))
+				}
 				st := e.lastStart(name)
 				rw.createShare = append(rw.createShare, st.Launched.Sub(t0)-ms(st.BoxMS))
 				rw.channel = append(rw.channel, ms(st.ChannelMS))
@@ -152,6 +173,43 @@ func BenchmarkSessionPrompt(b *testing.B) {
 			perf.MS(perf.Pct(rw.channel, .5)), perf.MS(perf.Pct(rw.selfTest, .5)), perf.MS(perf.Pct(rw.claude, .5)))
 	}
 	tt.Write(os.Stderr)
+	mt := perf.Table{Title: "A docker box with claude idle at its prompt: PSS of its host processes, p50 (MiB)", Header: []string{"kind", "PSS"}}
+	for _, kind := range kinds {
+		if p := rows[kind].pss; len(p) > 0 {
+			slices.Sort(p)
+			mt.Add(kind, fmt.Sprintf("%.1f", float64(p[len(p)/2])/(1<<20)))
+		}
+	}
+	mt.Write(os.Stderr)
+}
+
+// dockerBoxPSS is the PSS of every host process of the session's docker
+// box (its cgroup: a runc box's processes, or a gVisor box's sentry,
+// gofer and stubs).
+func (e *env) dockerBoxPSS(id string) int64 {
+	e.t.Helper()
+	cli := imagetest.Docker(e.t)
+	defer cli.Close()
+	for _, o := range e.objectsOf(id) {
+		if o.Kind != sandbox.KindBox {
+			continue
+		}
+		res, err := cli.ContainerInspect(context.Background(), o.ID, client.ContainerInspectOptions{})
+		if err != nil || res.Container.State == nil {
+			e.t.Fatalf("inspect %s: %v", o.ID, err)
+		}
+		procs, err := perf.PidsCgroupProcs(res.Container.State.Pid)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		pss, err := perf.CgroupPSS(procs)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return pss
+	}
+	e.t.Fatalf("session %s has no box", id)
+	return 0
 }
 
 // lastStart is the session's record of its last start (inspect).

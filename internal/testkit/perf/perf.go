@@ -82,3 +82,54 @@ func (t *Table) Write(w io.Writer) {
 		line(r)
 	}
 }
+
+// CgroupPSS is the proportional set size, in bytes, of the processes of
+// the cgroup whose cgroup.procs file is procs (every process a box has
+// on the host: a shared-kernel box's own, or a gVisor box's sentry, gofer
+// and stubs), summed from each one's smaps_rollup.
+func CgroupPSS(procs string) (int64, error) {
+	b, err := os.ReadFile(procs)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, pid := range strings.Fields(string(b)) {
+		r, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, l := range strings.Split(string(r), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "Pss:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				total += kb << 10
+			}
+		}
+	}
+	return total, nil
+}
+
+// PidsCgroupProcs is the cgroup.procs file of pid's cgroup in the pids
+// hierarchy (cgroup v1) or the unified one (v2).
+func PidsCgroupProcs(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	unified := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == "pids" {
+			return "/sys/fs/cgroup/pids" + f[2] + "/cgroup.procs", nil
+		}
+		if f[0] == "0" && f[1] == "" {
+			unified = "/sys/fs/cgroup" + f[2] + "/cgroup.procs"
+		}
+	}
+	if _, err := os.Stat(unified); unified == "" || err != nil {
+		return "", fmt.Errorf("no pids cgroup for pid %d", pid)
+	}
+	return unified, nil
+}

@@ -13,9 +13,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -38,16 +42,30 @@ func TestMain(m *testing.M) { k8stest.Main(m) }
 
 // paddockStart creates and starts a box and waits for its guest's answer.
 func paddockStart(b *testing.B, be sandbox.Backend, session string) (time.Duration, func()) {
+	d, _, _, done := paddockStartOpts(b, be, sandbox.CreateOptions{Session: session})
+	return d, done
+}
+
+// paddockStartOpts is paddockStart with its options, returning the box's
+// id and its open channel too.
+func paddockStartOpts(b *testing.B, be sandbox.Backend, o sandbox.CreateOptions) (time.Duration, string, *channel.Client, func()) {
 	ctx := context.Background()
 	t0 := time.Now()
-	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: session})
+	bx, err := be.Create(ctx, o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if _, err := be.Start(ctx, bx.ID); err != nil {
 		b.Fatal(err)
 	}
-	conn, err := be.Connect(ctx, bx.ID)
+	cl := connect(b, be, bx.ID)
+	d := time.Since(t0)
+	return d, bx.ID, cl, func() { cl.Close(); _ = be.Remove(ctx, bx.ID, sandbox.RemoveOptions{}) }
+}
+
+// connect opens a channel to a running box and waits for the guest.
+func connect(b *testing.B, be sandbox.Backend, id string) *channel.Client {
+	conn, err := be.Connect(context.Background(), id)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,8 +76,7 @@ func paddockStart(b *testing.B, be sandbox.Backend, session string) (time.Durati
 	if _, _, err := cl.Ping(time.Now().Add(30 * time.Second)); err != nil {
 		b.Fatal(err)
 	}
-	d := time.Since(t0)
-	return d, func() { cl.Close(); _ = be.Remove(ctx, bx.ID, sandbox.RemoveOptions{}) }
+	return cl
 }
 
 func BenchmarkBoxStart(b *testing.B) {
@@ -96,7 +113,7 @@ func BenchmarkBoxStart(b *testing.B) {
 			d, done := paddockStart(b, lb, fmt.Sprintf("bench-l-%d-%d", i, r))
 			padL = append(padL, d)
 			done()
-			bareD = append(bareD, sandboxtest.BareDocker(b, cli, img))
+			bareD = append(bareD, sandboxtest.BareDocker(b, cli, img, ""))
 			d, done = paddockStart(b, db, fmt.Sprintf("bench-d-%d-%d", i, r))
 			padD = append(padD, d)
 			done()
@@ -209,4 +226,136 @@ func maxOf(v []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// BenchmarkRuntimes: the docker backend's boxes on runc and on gVisor's
+// runsc (as `make deps` registers it: --directfs=false) side by side in
+// one run: create → guest ready against a bare container on the same
+// runtime; the channel's round trip (what a key's echo rides on); the
+// idle box's memory (the PSS of every host process of its cgroup); and,
+// once per runtime, work in the box's /workspace: find over /usr, and git
+// status over a copy of /usr/share and /usr/lib (about 10k files) in the
+// box after a restart (a new sandbox: gVisor's inode numbers are new),
+// with core.checkStat=minimal as paddock sets it in gVisor boxes, and
+// with git's default, first and second.
+func BenchmarkRuntimes(b *testing.B) {
+	testenv.Root(b)
+	ctx := context.Background()
+	cli := imagetest.Docker(b)
+	img := imagetest.BoxImage(b, cli)
+	db, err := docker.New(ctx, docker.Config{Image: img, Dir: filepath.Join(testenv.TraversableTempDir(b), "docker"), Owner: testenv.UniqueOwner(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !slices.Contains(db.Capabilities(ctx).Runtimes, "runsc") {
+		testenv.Missing(b, "the Docker daemon has no runtime runsc; `make deps` builds and registers it")
+	}
+	type row struct {
+		bare, start, rtt []time.Duration
+		pss              []int64
+		work             map[string]time.Duration
+		files            string
+	}
+	rts := []string{"runc", "runsc"}
+	rows := map[string]*row{}
+	for _, rt := range rts {
+		rows[rt] = &row{work: map[string]time.Duration{}}
+	}
+	rounds := perf.Rounds(5)
+	n := 0
+	for i := 0; i < b.N; i++ {
+		for r := 0; r < rounds; r++ {
+			for _, rt := range rts {
+				rw := rows[rt]
+				n++
+				rw.bare = append(rw.bare, sandboxtest.BareDocker(b, cli, img, rt))
+				d, id, cl, done := paddockStartOpts(b, db, sandbox.CreateOptions{Session: fmt.Sprintf("bench-rt-%s-%d", rt, n), Runtime: rt})
+				rw.start = append(rw.start, d)
+				for k := 0; k < 50; k++ {
+					_, d, err := cl.Ping(time.Now().Add(5 * time.Second))
+					if err != nil {
+						b.Fatal(err)
+					}
+					rw.rtt = append(rw.rtt, d)
+				}
+				time.Sleep(time.Second) // idle
+				rw.pss = append(rw.pss, boxPSS(b, cli, id))
+				if r == 0 && i == 0 {
+					cl = workInBox(b, db, id, cl, rw.work, &rw.files)
+				}
+				cl.Close()
+				done()
+			}
+		}
+	}
+	t := perf.Table{Title: "Docker boxes on runc and on gVisor (runsc): start, channel, idle memory (p50)",
+		Header: []string{"runtime", "bare start (ms)", "create → guest ready (ms)", "channel round trip (ms)", "idle box PSS (MiB)"}}
+	for _, rt := range rts {
+		rw := rows[rt]
+		slices.Sort(rw.pss)
+		t.Add(rt, perf.MS(perf.Pct(rw.bare, .5)), perf.MS(perf.Pct(rw.start, .5)), perf.MS(perf.Pct(rw.rtt, .5)), fmt.Sprintf("%.1f", float64(rw.pss[len(rw.pss)/2])/(1<<20)))
+	}
+	t.Write(os.Stderr)
+	w := perf.Table{Title: "Work in the box's /workspace after a restart (ms, one run each)", Header: []string{"runtime", "files", "find /usr", "git status (checkStat=minimal)", "git status (default), first", "git status (default), second"}}
+	for _, rt := range rts {
+		rw := rows[rt]
+		w.Add(rt, rw.files, perf.MS(rw.work["find"]), perf.MS(rw.work["minimal"]), perf.MS(rw.work["first"]), perf.MS(rw.work["second"]))
+	}
+	w.Write(os.Stderr)
+}
+
+// boxPSS is the PSS of every host process of a docker box's cgroup.
+func boxPSS(b *testing.B, cli *client.Client, id string) int64 {
+	res, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil {
+		b.Fatalf("inspect %s: %v", id, err)
+	}
+	procs, err := perf.PidsCgroupProcs(res.Container.State.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pss, err := perf.CgroupPSS(procs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pss
+}
+
+// workInBox fills the box's /workspace with a git repository, restarts
+// the box, and times the work in it (in the box's own clock, without the
+// channel's exec). It returns the new channel.
+func workInBox(b *testing.B, be sandbox.Backend, id string, cl *channel.Client, work map[string]time.Duration, files *string) *channel.Client {
+	run := func(cl *channel.Client, script string) string {
+		var out, errb bytes.Buffer
+		p, err := cl.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", script}, Env: sandboxtest.Env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &errb})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := p.Wait(); code != 0 || err != nil {
+			b.Fatalf("%q: %d %v %s", script, code, err, errb.String())
+		}
+		return out.String()
+	}
+	run(cl, `mkdir r && cp -r /usr/share /usr/lib r/ && cd r && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm x`)
+	*files = strings.TrimSpace(run(cl, `cd r && git ls-files | wc -l`))
+	cl.Close()
+	ctx := context.Background()
+	if err := be.Stop(ctx, id, sandbox.StopOptions{Timeout: 5 * time.Second}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := be.Start(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	cl = connect(b, be, id)
+	const timed = `t() { s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000 )); }; `
+	out := run(cl, timed+`t find /usr; cd r; t git -c core.checkstat=minimal status; t git status; t git status`)
+	f := strings.Fields(out)
+	if len(f) != 4 {
+		b.Fatalf("timings: %q", out)
+	}
+	for k, name := range []string{"find", "minimal", "first", "second"} {
+		us, _ := strconv.ParseInt(f[k], 10, 64)
+		work[name] = time.Duration(us) * time.Microsecond
+	}
+	return cl
 }

@@ -30,15 +30,15 @@ func BareBwrap(tb testing.TB) time.Duration {
 }
 
 // BareDocker is the baseline of the docker backend's start: `docker run`
-// of img running /bin/true, without network, to exit. The container is
-// removed after the clock stops.
-func BareDocker(tb testing.TB, cli *client.Client, img string) time.Duration {
+// of img running /bin/true, without network, to exit, on runtime (""
+// the daemon's default). The container is removed after the clock stops.
+func BareDocker(tb testing.TB, cli *client.Client, img, runtime string) time.Duration {
 	tb.Helper()
 	ctx := context.Background()
 	t0 := time.Now()
 	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: img, Entrypoint: []string{"/bin/true"}, NetworkDisabled: true},
-		HostConfig: &container.HostConfig{NetworkMode: "none"}})
+		Config:     &container.Config{Image: img, Entrypoint: []string{"/bin/true"}, NetworkDisabled: runtime == ""},
+		HostConfig: &container.HostConfig{NetworkMode: "none", Runtime: runtime}})
 	if err != nil {
 		tb.Fatal(err)
 	}
