@@ -153,7 +153,7 @@ func Refusal(backend, word string, offered []string) string {
 	switch backend {
 	case "local":
 		if kind == GVisor {
-			return msg + "for gVisor use the docker backend with the runsc runtime registered (scripts/gvisor-bin.sh builds runsc " + GVisorVersion + " into " + filepath.Dir(RunscPath()) + ")"
+			return msg + "it runs boxes with bwrap only so far; for gVisor use --backend docker --runtime gvisor, with runsc registered in Docker (`make deps` builds runsc " + GVisorVersion + " and registers it; `paddock doctor` shows the daemon.json entry)"
 		}
 		return msg + "the local backend runs boxes with bwrap (bubblewrap); for a VM per box use the docker or kubernetes backend on a host with KVM"
 	case "docker":

@@ -25,7 +25,7 @@ func TestChoose(t *testing.T) {
 		{"kubernetes", "anything", nil, "anything", nil}, // the engine cannot be asked: it decides
 		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath(), `"runtimeArgs": ["--directfs=false"]`}},
 		{"kubernetes", "gvisor", []string{}, "", []string{"offers: none", "RuntimeClass", `"handler":"runsc"`}},
-		{"local", "runsc", []string{"bwrap"}, "", []string{"scripts/gvisor-bin.sh", "docker backend"}},
+		{"local", "runsc", []string{"bwrap"}, "", []string{"--backend docker --runtime gvisor", "make deps", "paddock doctor"}},
 		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
 	} {
 		got, err := Choose(c.backend, c.word, c.offered, false)
