@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -220,5 +221,37 @@ func TestPolicyDecision(t *testing.T) {
 		if c.ok != (err == nil) || err != nil && (!strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "unsafe_unenforced_network_policy") || !errdefs.Is(err, errdefs.ErrForbidden)) {
 			t.Errorf("allowed %v denied %v: %v", c.allowed, c.denied, err)
 		}
+	}
+}
+
+// TestRuntimeClass: a box asked for gVisor gets the cluster's class of
+// that family as its pod's runtimeClassName; a class the cluster lacks is
+// refused before anything is made, with the RuntimeClass to add.
+func TestRuntimeClass(t *testing.T) {
+	ctx := context.Background()
+	b, cs := fakeBackend(t, Config{Namespace: "ns", Owner: "o1", Image: "img", UnsafeUnenforcedNetworkPolicy: true})
+	if _, err := b.Create(ctx, sandbox.CreateOptions{Session: "s1", Runtime: "gvisor"}); !errdefs.Is(err, errdefs.ErrInvalid) ||
+		!strings.Contains(err.Error(), `"kind":"RuntimeClass"`) || !strings.Contains(err.Error(), `"handler":"runsc"`) {
+		t.Fatalf("a class the cluster lacks: %v", err)
+	}
+	if k := kinds(t, b, "s1"); len(k) != 0 {
+		t.Fatalf("a refused box left %v", k)
+	}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bx, err := b.Create(ctx, sandbox.CreateOptions{Session: "s1", Runtime: "runsc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Start(ctx, bx.ID); err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := cs.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{})
+	if len(pods.Items) != 1 || pods.Items[0].Spec.RuntimeClassName == nil || *pods.Items[0].Spec.RuntimeClassName != "gvisor" {
+		t.Fatalf("pods: %+v", pods.Items)
+	}
+	if got, _ := b.Inspect(ctx, bx.ID); got.Runtime != "gvisor" {
+		t.Fatalf("inspect reports runtime %q", got.Runtime)
 	}
 }
