@@ -80,6 +80,8 @@ var rules = []rule{
 var allowed = map[[2]string]string{
 	{"internal/daemon/cli", "internal/testkit/fakeapi"}: "`paddock dev fake-upstream` serves the fake Messages API on loopback for recording how the real CLI behaves as an HTTP client " +
 		"(docs/DIRECT-REQUESTS.md) and for benchmarks on a machine without the API; it only ever listens on loopback and holds no credential",
+	{"internal/daemon/config", "internal/box/runtimes"}: "the config checks its runtime keys with the runtimes package's own name syntax; runtimes is names, their kinds and a KVM probe " +
+		"(it imports nothing of paddock's but errdefs): it makes, reaches and knows no box, so the proxy path, which reads the config, learns nothing a box controls through it",
 }
 
 // match reports whether pkg (a path below the module) is matched by pattern.
