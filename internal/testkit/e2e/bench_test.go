@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/internal/box/image/imagetest"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
@@ -194,19 +191,7 @@ func (e *env) dockerBoxPSS(id string) int64 {
 		if o.Kind != sandbox.KindBox {
 			continue
 		}
-		res, err := cli.ContainerInspect(context.Background(), o.ID, client.ContainerInspectOptions{})
-		if err != nil || res.Container.State == nil {
-			e.t.Fatalf("inspect %s: %v", o.ID, err)
-		}
-		procs, err := perf.PidsCgroupProcs(res.Container.State.Pid)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		pss, err := perf.CgroupPSS(procs)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		return pss
+		return sandboxtest.DockerBoxPSS(e.t, cli, o.ID)
 	}
 	e.t.Fatalf("session %s has no box", id)
 	return 0

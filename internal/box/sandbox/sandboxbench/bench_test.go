@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -279,7 +278,7 @@ func BenchmarkRuntimes(b *testing.B) {
 					rw.rtt = append(rw.rtt, d)
 				}
 				time.Sleep(time.Second) // idle
-				rw.pss = append(rw.pss, boxPSS(b, cli, id))
+				rw.pss = append(rw.pss, sandboxtest.DockerBoxPSS(b, cli, id))
 				if r == 0 && i == 0 {
 					cl = workInBox(b, db, id, cl, rw.work, &rw.files)
 				}
@@ -302,23 +301,6 @@ func BenchmarkRuntimes(b *testing.B) {
 		w.Add(rt, rw.files, perf.MS(rw.work["find"]), perf.MS(rw.work["minimal"]), perf.MS(rw.work["first"]), perf.MS(rw.work["second"]))
 	}
 	w.Write(os.Stderr)
-}
-
-// boxPSS is the PSS of every host process of a docker box's cgroup.
-func boxPSS(b *testing.B, cli *client.Client, id string) int64 {
-	res, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
-	if err != nil || res.Container.State == nil {
-		b.Fatalf("inspect %s: %v", id, err)
-	}
-	procs, err := perf.PidsCgroupProcs(res.Container.State.Pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pss, err := perf.CgroupPSS(procs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return pss
 }
 
 // workInBox fills the box's /workspace with a git repository, restarts

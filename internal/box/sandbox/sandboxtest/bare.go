@@ -9,6 +9,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/paddockhq/paddock/internal/testkit/perf"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,4 +108,23 @@ func BareKube(tb testing.TB, cs kubernetes.Interface, ns, img string) time.Durat
 			tb.Fatalf("bare pod %s did not run: %+v", name, st)
 		}
 	}
+}
+
+// DockerBoxPSS is the PSS of every host process of a docker box's cgroup
+// (a runc box's own processes, or a gVisor box's sentry, gofer and stubs).
+func DockerBoxPSS(tb testing.TB, cli *client.Client, id string) int64 {
+	tb.Helper()
+	res, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil {
+		tb.Fatalf("inspect %s: %v", id, err)
+	}
+	procs, err := perf.PidsCgroupProcs(res.Container.State.Pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pss, err := perf.CgroupPSS(procs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pss
 }
