@@ -18,8 +18,11 @@ build:
 
 # Install what the tests and sessions need (Debian packages, the pinned
 # Claude Code from npm, staticcheck); cached under /var/cache/paddock.
+# GVISOR=1 also builds gVisor's runsc and registers it with dockerd (about
+# 5 minutes the first time): `make test` sets it, and `make run` does when
+# its ARGS ask for gvisor or runsc.
 deps:
-	scripts/deps.sh
+	PADDOCK_GVISOR=$(GVISOR) scripts/deps.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -31,6 +34,7 @@ unit:
 	$(GO) test -short ./...
 
 # Every test, integration included, with the race detector; nothing may skip.
+test: GVISOR = 1
 test: deps lint build fuzz
 	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
 	@# Alone, after the rest: it restarts dockerd, which stops every container.
@@ -61,6 +65,7 @@ bench: deps build
 # The main job: install what is needed, build, start the Runner if none
 # answers, and run a Claude Code session attached to this terminal.
 # Flags for `paddock run` go in ARGS, e.g. make run ARGS="--backend docker".
+run: GVISOR := $(if $(findstring gvisor,$(ARGS))$(findstring runsc,$(ARGS)),1,$(GVISOR))
 run: deps build
 	scripts/run.sh $(ARGS)
 

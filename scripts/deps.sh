@@ -16,7 +16,8 @@
 #   (the box image's base is made by paddock itself, as users get it: the
 #   tests build the image with `paddock image build`'s code, which keeps
 #   the debootstrapped tree in /var/cache/paddock/rootfs-<suite>-<recipe>)
-#   - gVisor's runsc (scripts/gvisor-bin.sh) into /var/cache/paddock/gvisor/<version>,
+#   - with PADDOCK_GVISOR=1 (make test; make deps GVISOR=1): gVisor's runsc
+#     (scripts/gvisor-bin.sh) into /var/cache/paddock/gvisor/<version>,
 #     registered as dockerd's runtime "runsc": about 5 minutes the first time
 #   - staticcheck into /var/cache/paddock/bin
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
@@ -111,6 +112,7 @@ fi
 # reloads its runtimes on SIGHUP; one that dockerd started with
 # --add-runtime flags would refuse a daemon.json runtimes key, so a daemon
 # configured that way is left alone and the runsc tests say what is missing.
+if [ "${PADDOCK_GVISOR:-}" = 1 ]; then
 scripts/gvisor-bin.sh
 RUNSC=$CACHE/gvisor/$(sed -n 's/^const GVisorVersion = "\(v[0-9a-f.-]*\)"$/\1/p' internal/box/runtimes/runtimes.go)/runsc
 if [ "$(id -u)" -eq 0 ]; then
@@ -131,6 +133,7 @@ if [ "$(id -u)" -eq 0 ]; then
     for _ in $(seq 1 20); do docker info --format '{{json .Runtimes.runsc}}' | grep -qF -- '--directfs=false' && break; sleep 0.25; done
   fi
 fi
+fi
 
 # dockerd: start it when it does not answer (a fresh machine, or CI).
 if ! docker info >/dev/null 2>&1; then
@@ -139,7 +142,7 @@ if ! docker info >/dev/null 2>&1; then
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { say "dockerd did not start; see /var/log/paddock-dockerd.log"; exit 1; }
 fi
-docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
+[ "${PADDOCK_GVISOR:-}" != 1 ] || docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
   || say "dockerd has no runtime runsc: add {\"runtimes\": {\"runsc\": {\"path\": \"$RUNSC\", \"runtimeArgs\": [\"--directfs=false\"]}}} to its daemon.json and reload it (the runsc tests will fail)"
 
 # staticcheck, pinned.

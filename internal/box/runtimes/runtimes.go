@@ -153,10 +153,13 @@ func Refusal(backend, word string, offered []string) string {
 	switch backend {
 	case "local":
 		if kind == GVisor {
-			return msg + "it runs boxes with bwrap only so far; for gVisor use --backend docker --runtime gvisor, with runsc registered in Docker (`make deps` builds runsc " + GVisorVersion + " and registers it; `paddock doctor` shows the daemon.json entry)"
+			return msg + "it runs boxes with bwrap only so far; for gVisor use --backend docker --runtime gvisor, with runsc registered in Docker (`sudo make deps GVISOR=1` builds runsc " + GVisorVersion + " and registers it; `paddock doctor` shows the daemon.json entry)"
 		}
 		return msg + "the local backend runs boxes with bwrap (bubblewrap); for a VM per box use the docker or kubernetes backend on a host with KVM"
 	case "docker":
+		if kind == GVisor {
+			msg += "`sudo make deps GVISOR=1` builds runsc " + GVisorVersion + " and registers it; or "
+		}
 		return msg + fmt.Sprintf(`register it with the daemon: add to /etc/docker/daemon.json {"runtimes": {%s}} and reload dockerd (kill -HUP its pid, or systemctl reload docker); docker info lists what it has`, DockerEntry(word))
 	case "kubernetes":
 		handler := word

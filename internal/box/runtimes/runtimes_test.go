@@ -23,9 +23,9 @@ func TestChoose(t *testing.T) {
 		{"docker", "gvisor", []string{"runc", "runsc"}, "runsc", nil},
 		{"kubernetes", "runsc", []string{"gvisor"}, "gvisor", nil},
 		{"kubernetes", "anything", nil, "anything", nil}, // the engine cannot be asked: it decides
-		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath(), `"runtimeArgs": ["--directfs=false"]`}},
+		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath(), `"runtimeArgs": ["--directfs=false"]`, "make deps GVISOR=1"}},
 		{"kubernetes", "gvisor", []string{}, "", []string{"offers: none", "RuntimeClass", `"handler":"runsc"`}},
-		{"local", "runsc", []string{"bwrap"}, "", []string{"--backend docker --runtime gvisor", "make deps", "paddock doctor"}},
+		{"local", "runsc", []string{"bwrap"}, "", []string{"--backend docker --runtime gvisor", "make deps GVISOR=1", "paddock doctor"}},
 		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
 	} {
 		got, err := Choose(c.backend, c.word, c.offered, false)
