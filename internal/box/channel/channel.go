@@ -23,11 +23,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
 
 	"github.com/hashicorp/yamux"
 )
@@ -151,7 +153,7 @@ func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 
 // open opens a stream and exchanges the header and reply.
 func (c *Client) open(h Header, deadline time.Time) (net.Conn, *bufio.Reader, error) {
-	st, err := c.sess.OpenStream()
+	st, err := wrapStream(c.sess.OpenStream())
 	if err != nil {
 		return nil, nil, fmt.Errorf("channel: open stream: %w", err)
 	}
@@ -212,7 +214,7 @@ func (e *RemoteError) Unwrap() error {
 // Ping asks the guest for its version and pid and measures the round trip.
 func (c *Client) Ping(deadline time.Time) (Reply, time.Duration, error) {
 	t0 := time.Now()
-	st, err := c.sess.OpenStream()
+	st, err := wrapStream(c.sess.OpenStream())
 	if err != nil {
 		return Reply{}, 0, err
 	}
@@ -239,7 +241,7 @@ func (c *Client) Listen(addr, service string, deadline time.Time) error {
 // with Accept/Refuse through ReplyTo.
 func (c *Client) Accept() (net.Conn, Header, *bufio.Reader, error) {
 	for {
-		st, err := c.sess.AcceptStream()
+		st, err := wrapStream(c.sess.AcceptStream())
 		if err != nil {
 			return nil, Header{}, nil, err
 		}
@@ -253,6 +255,41 @@ func (c *Client) Accept() (net.Conn, Header, *bufio.Reader, error) {
 		_ = st.SetDeadline(time.Time{})
 		return st, h, br, nil
 	}
+}
+
+// wrapStream gives a yamux stream as a stream.
+func wrapStream(st *yamux.Stream, err error) (net.Conn, error) {
+	if err != nil {
+		return nil, err
+	}
+	return stream{st}, nil
+}
+
+// stream is a yamux stream whose deadline errors are
+// os.ErrDeadlineExceeded. yamux's ErrTimeout is a Timeout but not
+// Temporary, and crypto/tls makes a read error that is not Temporary
+// permanent: net/http sets a read deadline in the past after every
+// response (to stop its background read), which would kill a tls.Conn
+// over the stream, and the next request on that kept-alive connection
+// would get EOF before any handler ran (a POST, which clients do not
+// retry, failed: gh's GraphQL call through the service proxy under load).
+type stream struct{ *yamux.Stream }
+
+func (s stream) Read(b []byte) (int, error) {
+	n, err := s.Stream.Read(b)
+	return n, deadlineErr(err)
+}
+
+func (s stream) Write(b []byte) (int, error) {
+	n, err := s.Stream.Write(b)
+	return n, deadlineErr(err)
+}
+
+func deadlineErr(err error) error {
+	if errors.Is(err, yamux.ErrTimeout) {
+		return os.ErrDeadlineExceeded // a Timeout, and Temporary
+	}
+	return err
 }
 
 // WriteJSONLine writes v as one line.
@@ -310,7 +347,7 @@ func NewServer(conn io.ReadWriteCloser) (*Server, error) {
 // AcceptHeader waits for the Runner's next stream and reads its header.
 func (s *Server) AcceptHeader() (net.Conn, *bufio.Reader, Header, error) {
 	for {
-		st, err := s.sess.AcceptStream()
+		st, err := wrapStream(s.sess.AcceptStream())
 		if err != nil {
 			return nil, nil, Header{}, err
 		}
@@ -330,7 +367,7 @@ func (s *Server) AcceptHeader() (net.Conn, *bufio.Reader, Header, error) {
 // OpenForward opens a stream to the Runner for one forwarded connection
 // and waits for the Runner's reply.
 func (s *Server) OpenForward(service string) (net.Conn, *bufio.Reader, error) {
-	st, err := s.sess.OpenStream()
+	st, err := wrapStream(s.sess.OpenStream())
 	if err != nil {
 		return nil, nil, err
 	}
