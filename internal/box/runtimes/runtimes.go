@@ -153,9 +153,9 @@ func Refusal(backend, word string, offered []string) string {
 	switch backend {
 	case "local":
 		if kind == GVisor {
-			return msg + "it runs boxes with bwrap only so far; for gVisor use --backend docker --runtime gvisor, with runsc registered in Docker (`sudo make deps GVISOR=1` builds runsc " + GVisorVersion + " and registers it; `paddock doctor` shows the daemon.json entry)"
+			return msg + "it runs gVisor boxes with runsc " + GVisorVersion + " from " + RunscPath() + ", which is not there: `sudo make deps GVISOR=1` builds it (or set local.runsc to a runsc of your own)"
 		}
-		return msg + "the local backend runs boxes with bwrap (bubblewrap); for a VM per box use the docker or kubernetes backend on a host with KVM"
+		return msg + "the local backend runs boxes with bwrap (bubblewrap) or, once built, runsc (gVisor); for a VM per box use the docker or kubernetes backend on a host with KVM"
 	case "docker":
 		if kind == GVisor {
 			msg += "`sudo make deps GVISOR=1` builds runsc " + GVisorVersion + " and registers it; or "

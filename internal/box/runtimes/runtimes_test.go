@@ -25,7 +25,8 @@ func TestChoose(t *testing.T) {
 		{"kubernetes", "anything", nil, "anything", nil}, // the engine cannot be asked: it decides
 		{"docker", "runsc", []string{"runc"}, "", []string{`no runtime "runsc"`, "offers: runc", "daemon.json", RunscPath(), `"runtimeArgs": ["--directfs=false"]`, "make deps GVISOR=1"}},
 		{"kubernetes", "gvisor", []string{}, "", []string{"offers: none", "RuntimeClass", `"handler":"runsc"`}},
-		{"local", "runsc", []string{"bwrap"}, "", []string{"--backend docker --runtime gvisor", "make deps GVISOR=1", "paddock doctor"}},
+		{"local", "gvisor", []string{"bwrap", "runsc"}, "runsc", nil},
+		{"local", "runsc", []string{"bwrap"}, "", []string{"offers: bwrap", RunscPath(), "which is not there", "make deps GVISOR=1", "local.runsc"}},
 		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
 	} {
 		got, err := Choose(c.backend, c.word, c.offered, false)

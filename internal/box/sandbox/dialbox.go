@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,14 @@ var ErrNotSocket = errors.New("not a socket")
 // opened with O_NOFOLLOW from the one before, the last component must be a
 // socket, and the connection goes through /proc/self/fd/<its descriptor>.
 func DialInRoot(ctx context.Context, pid int, path string) (net.Conn, error) {
-	root, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return DialInDir(ctx, "/proc/"+strconv.Itoa(pid)+"/root", path)
+}
+
+// DialInDir is DialInRoot with dir, a host directory, as the root: for a
+// box whose socket directory is a host directory bound into it (a gVisor
+// box's, through runsc's --host-uds), which the box writes.
+func DialInDir(ctx context.Context, dir, path string) (net.Conn, error) {
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in the box: open its root: %w", path, err)
 	}
@@ -86,12 +94,24 @@ func ProcStartTime(pid int) (start uint64, ok bool) {
 // it (the box may delete it). A guest that ends meanwhile gives
 // ErrConflict, its message followed by why() when why is not nil.
 func DialGuest(ctx context.Context, box string, pid int, start uint64, wait time.Duration, why func() string) (net.Conn, error) {
+	return dialGuest(ctx, box, pid, start, wait, why, func(ctx context.Context) (net.Conn, error) { return DialInRoot(ctx, pid, GuestSocket) })
+}
+
+// DialGuestIn is DialGuest for a box whose directory of GuestSocket is the
+// host directory dir (DialInDir); pid and start name the process whose
+// life is the box's.
+func DialGuestIn(ctx context.Context, box, dir string, pid int, start uint64, wait time.Duration, why func() string) (net.Conn, error) {
+	name := "/" + path.Base(GuestSocket)
+	return dialGuest(ctx, box, pid, start, wait, why, func(ctx context.Context) (net.Conn, error) { return DialInDir(ctx, dir, name) })
+}
+
+func dialGuest(ctx context.Context, box string, pid int, start uint64, wait time.Duration, why func() string, dial func(context.Context) (net.Conn, error)) (net.Conn, error) {
 	alive := func() bool { st, ok := ProcStartTime(pid); return ok && st == start }
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var lastErr error
 	for {
-		c, err := DialInRoot(ctx, pid, GuestSocket)
+		c, err := dial(ctx)
 		if errors.Is(err, ErrNotSocket) {
 			return nil, fmt.Errorf("box %s: its guest socket is not the guest's (a symlink or another file in its place): %w", box, err)
 		}

@@ -215,20 +215,22 @@ func TestRuntimeCheck(t *testing.T) {
 		"runc":  {Runtime: system.Runtime{Path: "runc"}},
 		"runsc": {Runtime: system.Runtime{Path: "/x/runsc", Args: []string{"--directfs=false"}}},
 	}
-	c := runtimeCheck(good, "runc", false, "no /dev/kvm")
-	if !c.ok || !strings.Contains(c.what, "runc default, runsc (gVisor)") || !strings.Contains(c.what, "KVM: no, so no VM runtime: no /dev/kvm") {
+	c := runtimeCheck("/x/runsc", good, "runc", false, "no /dev/kvm")
+	if !c.ok || !strings.Contains(c.what, "runc default, runsc (gVisor)") || !strings.Contains(c.what, "KVM: no, so no VM runtime: no /dev/kvm") ||
+		!strings.Contains(c.what, "local: bwrap (shared kernel) default, runsc (gVisor) /x/runsc") {
 		t.Errorf("%+v", c)
 	}
 	bad := map[string]system.RuntimeWithStatus{"gvisor": {Runtime: system.Runtime{Path: "/usr/bin/runsc"}}}
-	c = runtimeCheck(bad, "runc", true, "")
+	c = runtimeCheck("", bad, "runc", true, "")
 	if c.ok || !strings.Contains(c.fix, `"runtimeArgs": ["--directfs=false"]`) || !strings.Contains(c.what, "KVM: yes") {
 		t.Errorf("%+v", c)
 	}
-	c = runtimeCheck(map[string]system.RuntimeWithStatus{"runc": {}}, "runc", false, "x")
+	c = runtimeCheck("", map[string]system.RuntimeWithStatus{"runc": {}}, "runc", false, "x")
 	if !c.ok || !strings.Contains(c.what, "no gVisor: \"runsc\": {\"path\"") {
 		t.Errorf("%+v", c)
 	}
-	if c = runtimeCheck(nil, "", false, "x"); strings.Contains(c.what, "docker") || !strings.Contains(c.what, "local: bwrap") {
+	if c = runtimeCheck("", nil, "", false, "x"); strings.Contains(c.what, "docker") || !strings.Contains(c.what, "local: bwrap") ||
+		!strings.Contains(c.what, "no gVisor: `sudo make deps GVISOR=1`") {
 		t.Errorf("no daemon: %+v", c)
 	}
 }

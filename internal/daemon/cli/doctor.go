@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,9 +80,15 @@ func doctorCmd(g *globals, o IO) *cobra.Command {
 // Docker daemon's (nil: not reachable) with the kind of each, and whether
 // this host has KVM for a VM runtime. A gVisor runtime the daemon has
 // without runtimes.GVisorArgs fails it, with the entry to register.
-func runtimeCheck(docker map[string]system.RuntimeWithStatus, dockerDefault string, kvm bool, kvmWhy string) check {
+func runtimeCheck(localRunsc string, docker map[string]system.RuntimeWithStatus, dockerDefault string, kvm bool, kvmWhy string) check {
 	c := check{name: "runtimes", ok: true}
-	parts := []string{"local: " + runtimes.Bwrap + " (shared kernel)"}
+	local := "local: " + runtimes.Bwrap + " (shared kernel) default"
+	if localRunsc != "" {
+		local += ", " + runtimes.Runsc + " (gVisor) " + localRunsc
+	} else {
+		local += " (no gVisor: `sudo make deps GVISOR=1` builds runsc " + runtimes.GVisorVersion + ")"
+	}
+	parts := []string{local}
 	if docker != nil {
 		var names []string
 		for _, name := range slices.Sorted(maps.Keys(docker)) {
@@ -161,7 +168,11 @@ func doctor(ctx context.Context, dir string, cfg config.Config, o IO) []check {
 		}
 	}
 	kvm, kvmWhy := runtimes.KVM()
-	out = append(out, runtimeCheck(dockerRTs, dockerDefault, kvm, kvmWhy))
+	localRunsc := cmp.Or(cfg.Local.Runsc, runtimes.RunscPath())
+	if fi, err := os.Stat(localRunsc); err != nil || fi.Mode()&0o111 == 0 {
+		localRunsc = ""
+	}
+	out = append(out, runtimeCheck(localRunsc, dockerRTs, dockerDefault, kvm, kvmWhy))
 	// cgroups.
 	av := cgroup.Available()
 	var missing []string

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -261,8 +262,11 @@ type Local struct {
 	// UIDBase is the first host uid given to boxes (each live box gets its own).
 	UIDBase int `toml:"uid_base"`
 	// Runtime is the local backend's runtime: "bwrap" (bubblewrap, the
-	// default).
+	// default) or "runsc" (gVisor; "gvisor" names it too).
 	Runtime string `toml:"runtime"`
+	// Runsc is the runsc program for gVisor boxes ("" = the pinned build
+	// `make deps GVISOR=1` makes, if it is there).
+	Runsc string `toml:"runsc"`
 }
 
 // Docker configures the docker backend.
@@ -780,10 +784,11 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	switch c.Local.Runtime {
-	case "", runtimes.Bwrap:
-	default:
-		return &Error{Key: "local.runtime", Msg: fmt.Sprintf("%q is not a runtime of the local backend: it runs bwrap (bubblewrap); for gVisor use the docker backend with the runsc runtime", c.Local.Runtime)}
+	if rt := c.Local.Runtime; rt != "" && rt != runtimes.Bwrap && runtimes.KindOf(rt, "") != runtimes.GVisor {
+		return &Error{Key: "local.runtime", Msg: fmt.Sprintf("%q is not a runtime of the local backend: it runs bwrap (bubblewrap) or runsc (gVisor); for a VM per box use the docker or kubernetes backend", rt)}
+	}
+	if p := c.Local.Runsc; p != "" && !filepath.IsAbs(p) {
+		return &Error{Key: "local.runsc", Msg: fmt.Sprintf("%q: give runsc's absolute path", p)}
 	}
 	return nil
 }

@@ -58,6 +58,8 @@ func TestBadFiles(t *testing.T) {
 		{"bad_k8s_key.toml", "kubernetes.namspace", `did you mean "kubernetes.namespace"`},
 		{"bad_policy.toml", "egress.policies.npm", "never \"*\" alone"},
 		{"bad_relay.toml", "relay[0].prefix", "not shadow the API"},
+		{"bad_local_runtime.toml", "local.runtime", "bwrap (bubblewrap) or runsc (gVisor)"},
+		{"bad_local_runsc.toml", "local.runsc", "give runsc's absolute path"},
 		{"freeze_after_sleep.toml", "sessions.freeze_after", "not shorter than sessions.sleep_after (1h0m0s)"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -64,7 +64,7 @@ func (r *Runner) pruneBackend(ctx context.Context, name string) (sandbox.Backend
 	if err != nil {
 		return nil, err
 	}
-	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: bin, UIDBase: r.opts.Config.Local.UIDBase})
+	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: bin, UIDBase: r.opts.Config.Local.UIDBase, Runsc: r.opts.Config.Local.Runsc})
 }
 
 // guestBinary is what local boxes carry as their paddock: the slim
@@ -97,7 +97,7 @@ func (r *Runner) newLocal(ctx context.Context) (sandbox.Backend, error) {
 		return nil, err
 	}
 	return local.New(local.Config{Root: filepath.Join(r.opts.StateDir, "local"), GuestBinary: bin, ClaudeBinary: claude,
-		UIDBase: r.opts.Config.Local.UIDBase})
+		UIDBase: r.opts.Config.Local.UIDBase, Runsc: r.opts.Config.Local.Runsc})
 }
 
 // claudeBinary finds the pinned CLI: the configured binary, or the one

@@ -40,12 +40,14 @@ func proxyStatus(t *testing.T, dir, token string) int {
 // /workspace, sleep (the old token is refused at once), wake (claude
 // --resume redraws the history and the next request carries it), rm.
 //
-// docker-gvisor is the same on Docker's runsc (`make deps` registers it):
-// the box's kernel is gVisor's, and claude's git compares size and mtime
-// only (gVisor's inode numbers are new in every box).
+// local-gvisor and docker-gvisor are the same on gVisor: runsc run
+// directly by the local backend, and Docker's runsc runtime (`make deps
+// GVISOR=1` builds and registers it): the box's kernel is gVisor's, and
+// claude's git compares size and mtime only (gVisor's inode numbers are
+// new in every box).
 func TestSessionLifecycle(t *testing.T) {
 	e := newEnv(t)
-	for _, tc := range []struct{ label, backend, runtime string }{{"local", "local", ""}, {"docker", "docker", ""}, {"docker-gvisor", "docker", "gvisor"}} {
+	for _, tc := range []struct{ label, backend, runtime string }{{"local", "local", ""}, {"local-gvisor", "local", "gvisor"}, {"docker", "docker", ""}, {"docker-gvisor", "docker", "gvisor"}} {
 		backend := tc.backend
 		t.Run(tc.label, func(t *testing.T) {
 			e.t = t

@@ -81,13 +81,13 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 // Bash. On the host afterwards: the edit is in the file, the commit is in
 // the history with the person's git identity, every file the box made or
 // changed belongs to the repository's owner, and the repository's own hook
-// (.claude/settings.json) ran in the box. docker-gvisor: the same on
-// Docker's runsc, where the sentry makes files as root (the workspace's
+// (.claude/settings.json) ran in the box. local-gvisor and docker-gvisor:
+// the same on runsc (run by the local backend, or Docker's runtime), where the sentry makes files as root (the workspace's
 // idmap maps it for that instant) and works through its gofer.
 func TestWorkspaceGitTurn(t *testing.T) {
 	e := newEnv(t)
 	person := gitPerson(t)
-	for _, label := range []string{"local", "docker", "docker-gvisor"} {
+	for _, label := range []string{"local", "local-gvisor", "docker", "docker-gvisor"} {
 		backend, runtime, _ := strings.Cut(label, "-")
 		t.Run(label, func(t *testing.T) {
 			e.t = t

@@ -59,6 +59,10 @@ type Config struct {
 	ClaudeBinary string
 	// Bwrap is the bwrap program; default "bwrap" on PATH.
 	Bwrap string
+	// Runsc is gVisor's runsc, for boxes on the runsc runtime; default the
+	// pinned build where scripts/gvisor-bin.sh puts it (runtimes.RunscPath),
+	// if it is there. Without one, only bwrap is offered.
+	Runsc string
 	// UIDBase is where the search for this backend's uid range starts
 	// (default 200000): New claims, host-wide, the first free range of
 	// RangeSize uids at or above it (claimRange), and box n runs as its
@@ -91,6 +95,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("local backend needs bubblewrap (apt-get install bubblewrap): %w", errdefs.ErrUnavailable)
 	}
 	cfg.Bwrap = p
+	cfg.Runsc = runscPath(cfg.Runsc)
 	if cfg.UIDBase == 0 {
 		cfg.UIDBase = 200000
 	}
@@ -127,8 +132,12 @@ func (b *Backend) Name() string { return Name }
 // Capabilities implements sandbox.Backend.
 func (b *Backend) Capabilities(context.Context) sandbox.Capabilities {
 	av := cgroup.Available()
+	offered := []string{runtimes.Bwrap}
+	if b.cfg.Runsc != "" {
+		offered = append(offered, runtimes.Runsc)
+	}
 	return sandbox.Capabilities{Name: Name, MemoryLimit: av["memory"], PidsLimit: av["pids"], CPULimit: av["cpu"],
-		SurvivesRunnerRestart: true, Runtime: runtimes.Bwrap, Runtimes: []string{runtimes.Bwrap}, SameHost: true}
+		SurvivesRunnerRestart: true, Runtime: runtimes.Bwrap, Runtimes: offered, SameHost: true}
 }
 
 // Create implements sandbox.Backend.
@@ -136,8 +145,12 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := sandbox.ValidSession(o.Session); err != nil {
 		return sandbox.Box{}, err
 	}
-	if _, err := runtimes.Choose(Name, o.Runtime, b.Capabilities(ctx).Runtimes, true); err != nil {
-		return sandbox.Box{}, err // bwrap is all it offers
+	rt, err := runtimes.Choose(Name, o.Runtime, b.Capabilities(ctx).Runtimes, true)
+	if err != nil {
+		return sandbox.Box{}, err
+	}
+	if rt == runtimes.Bwrap {
+		rt = "" // the default, as in records from before runtimes
 	}
 	var wsReal string
 	var wsOwner wsmount.Owner
@@ -196,7 +209,7 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 		return sandbox.Box{}, err
 	}
 	r := &record{ID: id, Session: o.Session, Labels: sandbox.Labels(o.Session, sandbox.KindBox), Created: time.Now().UTC(),
-		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, WorkspaceUID: wsOwner.UID, UnsafeHostCode: o.UnsafeHostCode, Clone: o.Clone, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary}
+		UID: uid, Workspace: o.Workspace, WorkspaceReal: wsReal, WorkspaceUID: wsOwner.UID, UnsafeHostCode: o.UnsafeHostCode, Clone: o.Clone, Limits: o.Limits.WithDefaults(), Claude: o.ClaudeBinary, Runtime: rt}
 	dir := b.boxDir(id)
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
@@ -290,6 +303,9 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if r.PID != 0 && alive(r.PID, r.PIDStart) {
 		return b.box(r), nil
 	}
+	if onGVisor(r) {
+		return b.startRunsc(ctx, r)
+	}
 	var ws *os.File // the host workspace's view, bound by descriptor (workspaceFD)
 	if r.Workspace != "" {
 		if ws, err = b.mountWorkspace(r); err != nil {
@@ -325,7 +341,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if ws != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, ws) // workspaceFD
 	}
-	logf, _ := os.OpenFile(filepath.Join(b.boxDir(r.ID), "bwrap.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	logf, _ := os.OpenFile(b.logPath(r), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if logf != nil {
 		cmd.Stderr, cmd.Stdout = logf, logf
 		defer logf.Close()
@@ -375,7 +391,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if child == 0 {
 		_ = cmd.Process.Kill()
 		b.unmountWorkspace(r)
-		logb, _ := os.ReadFile(filepath.Join(b.boxDir(r.ID), "bwrap.log"))
+		logb, _ := os.ReadFile(b.logPath(r))
 		return sandbox.Box{}, fmt.Errorf("bwrap did not start the box: %s", strings.TrimSpace(string(logb)))
 	}
 	st, _ := startTime(child)
@@ -407,16 +423,20 @@ func (b *Backend) Connect(ctx context.Context, id string) (io.ReadWriteCloser, e
 	if r.PID == 0 || !alive(r.PID, r.PIDStart) {
 		// A box that died as it started says why here too: this check
 		// and DialGuest's race the box's end.
-		return nil, fmt.Errorf("box %s is not running%s: %w", id, b.whyStopped(r.ID), errdefs.ErrConflict)
+		return nil, fmt.Errorf("box %s is not running%s: %w", id, b.whyStopped(r), errdefs.ErrConflict)
 	}
-	return sandbox.DialGuest(ctx, id, r.PID, r.PIDStart, connectWait, func() string { return b.whyStopped(r.ID) })
+	why := func() string { return b.whyStopped(r) }
+	if onGVisor(r) {
+		return sandbox.DialGuestIn(ctx, id, b.runDir(r.Session), r.PID, r.PIDStart, connectWait, why)
+	}
+	return sandbox.DialGuest(ctx, id, r.PID, r.PIDStart, connectWait, why)
 }
 
-// whyStopped is what bwrap said as the box ended, if anything: the last
-// lines of its log (a path the box's uid could not reach, a mount it
-// could not make), for errors that would otherwise say only "stopped".
-func (b *Backend) whyStopped(id string) string {
-	raw, err := os.ReadFile(filepath.Join(b.boxDir(id), "bwrap.log"))
+// whyStopped is what bwrap or runsc said as the box ended, if anything:
+// the last lines of its log (a path the box's uid could not reach, a mount
+// it could not make), for errors that would otherwise say only "stopped".
+func (b *Backend) whyStopped(r *record) string {
+	raw, err := os.ReadFile(b.logPath(r))
 	if err != nil {
 		return ""
 	}
@@ -428,7 +448,7 @@ func (b *Backend) whyStopped(id string) string {
 		if len(msg) > 500 {
 			msg = msg[:500] + "…"
 		}
-		return " (bwrap: " + msg + ")"
+		return " (" + cmpRuntime(r) + ": " + msg + ")"
 	}
 	return ""
 }
@@ -451,7 +471,9 @@ func (b *Backend) stop(r *record, o sandbox.StopOptions) error {
 	if r.Cgroup != nil && r.Cgroup.Frozen() {
 		_ = r.Cgroup.Freeze(false) // a frozen box ends like any other: its guest must see SIGTERM
 	}
-	if r.PID != 0 && alive(r.PID, r.PIDStart) {
+	if onGVisor(r) {
+		b.stopRunsc(r, o.Timeout)
+	} else if r.PID != 0 && alive(r.PID, r.PIDStart) {
 		_ = syscall.Kill(r.PID, syscall.SIGTERM) // the guest ends its processes
 		deadline := time.Now().Add(o.Timeout)
 		for alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
@@ -472,7 +494,11 @@ func (b *Backend) stop(r *record, o sandbox.StopOptions) error {
 		}
 		r.Cgroup = nil
 	}
-	if err := b.unmountWorkspace(r); err != nil {
+	unmount := b.unmountWorkspace
+	if onGVisor(r) {
+		unmount = b.unmountRunsc
+	}
+	if err := unmount(r); err != nil {
 		return err
 	}
 	return b.save(r)
@@ -525,6 +551,9 @@ func (b *Backend) Remove(ctx context.Context, id string, o sandbox.RemoveOptions
 	// mount were still there, RemoveAll would delete the owner's files.
 	if err := os.Remove(b.wsMountPoint(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("box %s: its workspace is still mounted (%v); nothing removed: %w", id, err, errdefs.ErrConflict)
+	}
+	if err := os.Remove(b.volView(id)); err != nil && !errors.Is(err, fs.ErrNotExist) { // the same for a gVisor box's volume
+		return fmt.Errorf("box %s: its volume's view is still mounted (%v); nothing removed: %w", id, err, errdefs.ErrConflict)
 	}
 	if err := os.RemoveAll(b.boxDir(id)); err != nil {
 		return err

@@ -3,15 +3,26 @@ package local
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, "") }
+
+// TestConformanceGVisor: the whole suite again, every box on gVisor's
+// runsc run directly (the pinned build `make deps GVISOR=1` makes), asked
+// for by its family word: the same walls, probes and lifecycle, a box
+// kernel that is gVisor's, and the channel through the host directory
+// bound at /run/paddock.
+func TestConformanceGVisor(t *testing.T) { conformance(t, "gvisor") }
+
+func conformance(t *testing.T, runtime string) {
 	testenv.Root(t)
 	testenv.LookPath(t, "bwrap")
 	cfg := Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)}
@@ -22,9 +33,14 @@ func TestConformance(t *testing.T) {
 		}
 		return b
 	}
+	b := open(t)
+	if runtime != "" && !slices.Contains(b.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
+		testenv.Missing(t, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
+	}
 	sandboxtest.Run(t, sandboxtest.Setup{
-		Backend: open(t),
+		Backend: b,
 		Reopen:  open,
+		Runtime: runtime,
 		Workspace: func(t *testing.T) string {
 			return sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 		},

@@ -44,8 +44,10 @@ type record struct {
 	WorkspaceUID int            `json:"workspace_uid,omitempty"`
 	Limits       sandbox.Limits `json:"limits"`
 	Claude       string         `json:"claude,omitempty"` // this box's Claude Code binary, if not the backend's
-	Notes        []string       `json:"notes,omitempty"`
-	Cgroup       *cgroup.Group  `json:"cgroup,omitempty"`
+	// Runtime is runtimes.Runsc for a box on gVisor, "" for bwrap's.
+	Runtime string        `json:"runtime,omitempty"`
+	Notes   []string      `json:"notes,omitempty"`
+	Cgroup  *cgroup.Group `json:"cgroup,omitempty"`
 	// The running instance, if any: the guest's host pid and its start
 	// time (to tell it from a recycled pid).
 	PID      int    `json:"pid,omitempty"`
@@ -132,5 +134,5 @@ func (b *Backend) box(r *record) sandbox.Box {
 		}
 	}
 	return sandbox.Box{ID: r.ID, Session: r.Session, Backend: Name, State: st, Created: r.Created,
-		Volume: b.volDir(r.Session), Limits: r.Limits, Notes: r.Notes}
+		Volume: b.volDir(r.Session), Limits: r.Limits, Runtime: cmpRuntime(r), Notes: r.Notes}
 }

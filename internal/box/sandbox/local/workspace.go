@@ -42,8 +42,15 @@ func (b *Backend) mountWorkspace(r *record) (*os.File, error) {
 	if r.Clone {
 		mount = wsmount.MountOrigin
 	}
+	// bwrap's box writes as its host uid; gVisor's sentry as root, then
+	// chowns to the box user, with no user namespace of the box's between
+	// (runsc.go).
+	boxUID, gvisor := r.UID, onGVisor(r)
+	if gvisor {
+		boxUID = sandbox.BoxUID
+	}
 	own, err := mount(wsmount.Options{Source: r.WorkspaceReal, Target: mp, State: b.wsState(r.ID),
-		BoxUID: r.UID, BoxGID: r.UID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID, Session: r.Session})
+		BoxUID: boxUID, BoxGID: boxUID, UnsafeHostCode: r.UnsafeHostCode, OwnerUID: r.WorkspaceUID, Session: r.Session, RootCreates: gvisor})
 	if err != nil {
 		return nil, err
 	}

@@ -284,6 +284,51 @@ func Mount(o Options) (Owner, error) {
 	return own, nil
 }
 
+// MountVolume mounts the directory source, a volume of one box that no
+// one else writes, at target through an idmap in which its owner on disk
+// (uid and gid owner) is seen as box, and root's view is TransientUID and
+// TransientGID on disk (as Options.RootCreates): the view a gVisor box,
+// whose sentry and gofer are not the box's host uid, needs to write as its
+// user. source is opened following no symlink. UnmountVolume takes it
+// off; on error nothing stays mounted.
+func MountVolume(source, target string, owner, box int) error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	UnmountVolume(target)
+	fd, err := sandbox.OpenWorkspace(source)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ns, err := userns(Owner{UID: owner, GID: owner}, box, box, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ns)
+	tree, err := idmapped(fd, ns, source)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tree)
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return fmt.Errorf("volume mount point: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the volume mount at %s: %w", target, err)
+	}
+	return nil
+}
+
+// UnmountVolume takes off what MountVolume mounted at target, if anything.
+func UnmountVolume(target string) {
+	for i := 0; i < 8; i++ {
+		if unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW) != nil {
+			return
+		}
+	}
+}
+
 // MountOrigin makes at o.Target a read-only view of the git directory of
 // the repository at o.Source (its .git, which must be a directory: a
 // linked worktree's or a submodule's .git file is refused), idmapped as
