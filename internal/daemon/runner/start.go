@@ -253,8 +253,11 @@ func (r *Runner) seedConfig(s *session.Session, read boxConfig, first *firstStar
 }
 
 // GVisorGitConfig is the git setting of claude's environment in a box on
-// gVisor (launchOptions).
-const GVisorGitConfig = "GIT_CONFIG_PARAMETERS='core.checkstat'='minimal'"
+// gVisor (launchOptions): stat checks of size and mtime only, and new
+// objects renamed into place, not hard-linked (gVisor's gofer keeps a host
+// descriptor for every hard-linked file while the box runs: git add of
+// 50,000 files, linking each object, ran out of descriptors).
+const GVisorGitConfig = "GIT_CONFIG_PARAMETERS='core.checkstat'='minimal' 'core.createobject'='rename'"
 
 // launchOptions is how claude starts in s's box: its credential (varName
 // set to value), its base URL and proxies, and what direct mode adds.
@@ -283,8 +286,9 @@ func (r *Runner) launchOptions(s *session.Session, varName, value string) claude
 	if runtimes.KindOf(s.Runtime, "") == runtimes.GVisor {
 		// gVisor gives files inode numbers of its own, new in every box:
 		// git's default stat check would re-hash the whole worktree on the
-		// first status of each box. Size and mtime only (not in the
-		// repository's config, which the host's git reads too).
+		// first status of each box. Size and mtime only, and no hard links
+		// (GVisorGitConfig); not in the repository's config, which the
+		// host's git reads too.
 		o.Extra = append(o.Extra, GVisorGitConfig)
 	}
 	if r.direct(s) && r.opts.Config.Anthropic.UsageViewOn() {

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/box/image/imagetest"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
+	"github.com/paddockhq/paddock/internal/box/sandbox/local"
 	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 	"github.com/paddockhq/paddock/internal/sessions/session"
@@ -63,6 +65,9 @@ func claudeDirect(b testing.TB, e *env, i int) time.Duration {
 func bareStart(b testing.TB, e *env, backend, runtime string) time.Duration {
 	switch backend {
 	case "local":
+		if runtime == runtimes.Runsc {
+			return sandboxtest.BareRunsc(b, runtimes.RunscPath())
+		}
 		return sandboxtest.BareBwrap(b)
 	case "kubernetes":
 		return bareKube(b, e)
@@ -93,16 +98,17 @@ func BenchmarkSessionPrompt(b *testing.B) {
 		// last_start): paddock's share timed, not subtracted.
 		createShare, wakeShare, channel, selfTest, claude []time.Duration
 		// The PSS of the box's host processes with claude idle at its
-		// prompt (docker kinds).
+		// prompt (local and docker kinds).
 		pss []int64
 	}
 	// Each backend without and with a host workspace (its idmapped view,
 	// host code read-only: made at each start, taken off at each stop);
 	// kubernetes on the test cluster (its bare start: a pod of the image
 	// running /bin/true).
-	// docker/gvisor: Docker's runsc. PADDOCK_BENCH_KINDS (comma-separated)
-	// runs only those kinds.
-	kinds := []string{"local", "docker", "docker/gvisor", "kubernetes", "local+workspace", "docker+workspace", "docker/gvisor+workspace"}
+	// local/gvisor: runsc run by the local backend; docker/gvisor:
+	// Docker's runsc. PADDOCK_BENCH_KINDS (comma-separated) runs only
+	// those kinds.
+	kinds := []string{"local", "local/gvisor", "docker", "docker/gvisor", "kubernetes", "local+workspace", "local/gvisor+workspace", "docker+workspace", "docker/gvisor+workspace"}
 	if only := os.Getenv("PADDOCK_BENCH_KINDS"); only != "" {
 		kinds = strings.Split(only, ",")
 	}
@@ -131,9 +137,13 @@ func BenchmarkSessionPrompt(b *testing.B) {
 				t0 := time.Now()
 				id := strings.TrimSpace(e.pd(args...))
 				rw.create = append(rw.create, until(b, t0, 60*time.Second, func() bool { return e.ready(name) }))
-				if backend == "docker" {
+				switch backend {
+				case "docker":
 					time.Sleep(2 * time.Second) // idle at its prompt
 					rw.pss = append(rw.pss, e.dockerBoxPSS(id))
+				case "local":
+					time.Sleep(2 * time.Second)
+					rw.pss = append(rw.pss, e.localBoxPSS(id))
 				}
 				st := e.lastStart(name)
 				rw.createShare = append(rw.createShare, st.Launched.Sub(t0)-ms(st.BoxMS))
@@ -170,7 +180,7 @@ func BenchmarkSessionPrompt(b *testing.B) {
 			perf.MS(perf.Pct(rw.channel, .5)), perf.MS(perf.Pct(rw.selfTest, .5)), perf.MS(perf.Pct(rw.claude, .5)))
 	}
 	tt.Write(os.Stderr)
-	mt := perf.Table{Title: "A docker box with claude idle at its prompt: PSS of its host processes, p50 (MiB)", Header: []string{"kind", "PSS"}}
+	mt := perf.Table{Title: "A box with claude idle at its prompt: PSS of its host processes (its cgroup's), p50 (MiB)", Header: []string{"kind", "PSS"}}
 	for _, kind := range kinds {
 		if p := rows[kind].pss; len(p) > 0 {
 			slices.Sort(p)
@@ -192,6 +202,25 @@ func (e *env) dockerBoxPSS(id string) int64 {
 			continue
 		}
 		return sandboxtest.DockerBoxPSS(e.t, cli, o.ID)
+	}
+	e.t.Fatalf("session %s has no box", id)
+	return 0
+}
+
+// localBoxPSS is the PSS of every host process of the session's local
+// box (its cgroup: bwrap's box, or runsc's sentry, gofer and stubs).
+func (e *env) localBoxPSS(id string) int64 {
+	e.t.Helper()
+	lb := e.backends()["local"].(*local.Backend)
+	for _, o := range e.objectsOf(id) {
+		if o.Kind != sandbox.KindBox {
+			continue
+		}
+		pss, err := perf.CgroupPSS(lb.CgroupProcs(o.ID))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return pss
 	}
 	e.t.Fatalf("session %s has no box", id)
 	return 0

@@ -67,6 +67,9 @@ func TestSessionLifecycle(t *testing.T) {
 				if g := e.pd("exec", name, "--", "git", "config", "core.checkstat"); g != "minimal\n" {
 					t.Fatalf("git's checkstat in a gVisor box: %q", g)
 				}
+				if g := e.pd("exec", name, "--", "git", "config", "core.createobject"); g != "rename\n" {
+					t.Fatalf("git's createobject in a gVisor box: %q", g)
+				}
 				if rt := e.inspect(name).Runtime; rt != "runsc" {
 					t.Fatalf("the session records runtime %q, want runsc", rt)
 				}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/image/imagetest"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/docker"
 	"github.com/paddockhq/paddock/internal/box/sandbox/kubernetes"
@@ -227,16 +228,21 @@ func maxOf(v []float64) float64 {
 	return m
 }
 
-// BenchmarkRuntimes: the docker backend's boxes on runc and on gVisor's
-// runsc (as `make deps` registers it: --directfs=false) side by side in
-// one run: create → guest ready against a bare container on the same
-// runtime; the channel's round trip (what a key's echo rides on); the
-// idle box's memory (the PSS of every host process of its cgroup); and,
-// once per runtime, work in the box's /workspace: find over /usr, and git
-// status over a copy of /usr/share and /usr/lib (about 10k files) in the
-// box after a restart (a new sandbox: gVisor's inode numbers are new),
-// with core.checkStat=minimal as paddock sets it in gVisor boxes, and
-// with git's default, first and second.
+// BenchmarkRuntimes: boxes on a shared kernel and on gVisor side by side
+// in one run, on both backends that run gVisor here: local (bwrap, and
+// runsc run directly) and docker (runc, and runsc as `make deps GVISOR=1`
+// registers it; both with --directfs=false). For each: create → guest
+// ready against the bare runtime running /bin/true; the channel's round
+// trip (what a key's echo rides on); the idle box's memory (the PSS of
+// every host process of its cgroup); and, once per runtime, work in the
+// box's /workspace: find over /usr (the host's on local, the image's on
+// docker), and git status over a repository of 50,000 small files in 250
+// directories, in the box after a restart (a new sandbox: gVisor's inode
+// numbers are new), with
+// core.checkStat=minimal as paddock sets it in gVisor boxes, and with
+// git's default, first and second; and go build of a small program with a
+// cold cache where the box has a Go toolchain. PADDOCK_BENCH_KINDS (comma-separated,
+// e.g. local/bwrap,local/runsc) runs only those.
 func BenchmarkRuntimes(b *testing.B) {
 	testenv.Root(b)
 	ctx := context.Background()
@@ -247,7 +253,14 @@ func BenchmarkRuntimes(b *testing.B) {
 		b.Fatal(err)
 	}
 	if !slices.Contains(db.Capabilities(ctx).Runtimes, "runsc") {
-		testenv.Missing(b, "the Docker daemon has no runtime runsc; `make deps` builds and registers it")
+		testenv.Missing(b, "the Docker daemon has no runtime runsc; `make deps GVISOR=1` builds and registers it")
+	}
+	lb, err := local.New(local.Config{Root: filepath.Join(testenv.TraversableTempDir(b), "local"), GuestBinary: testenv.GuestBinary(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !slices.Contains(lb.Capabilities(ctx).Runtimes, runtimes.Runsc) {
+		testenv.Missing(b, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
 	}
 	type row struct {
 		bare, start, rtt []time.Duration
@@ -255,20 +268,34 @@ func BenchmarkRuntimes(b *testing.B) {
 		work             map[string]time.Duration
 		files            string
 	}
-	rts := []string{"runc", "runsc"}
+	kinds := []string{"local/bwrap", "local/runsc", "docker/runc", "docker/runsc"}
+	if only := os.Getenv("PADDOCK_BENCH_KINDS"); only != "" {
+		kinds = strings.Split(only, ",")
+	}
 	rows := map[string]*row{}
-	for _, rt := range rts {
-		rows[rt] = &row{work: map[string]time.Duration{}}
+	for _, k := range kinds {
+		rows[k] = &row{work: map[string]time.Duration{}}
 	}
 	rounds := perf.Rounds(5)
 	n := 0
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < rounds; r++ {
-			for _, rt := range rts {
-				rw := rows[rt]
+			for _, kind := range kinds {
+				backend, rt, _ := strings.Cut(kind, "/")
+				rw := rows[kind]
 				n++
-				rw.bare = append(rw.bare, sandboxtest.BareDocker(b, cli, img, rt))
-				d, id, cl, done := paddockStartOpts(b, db, sandbox.CreateOptions{Session: fmt.Sprintf("bench-rt-%s-%d", rt, n), Runtime: rt})
+				var be sandbox.Backend = db
+				switch {
+				case backend == "local" && rt == runtimes.Runsc:
+					be = lb
+					rw.bare = append(rw.bare, sandboxtest.BareRunsc(b, runtimes.RunscPath()))
+				case backend == "local":
+					be = lb
+					rw.bare = append(rw.bare, sandboxtest.BareBwrap(b))
+				default:
+					rw.bare = append(rw.bare, sandboxtest.BareDocker(b, cli, img, rt))
+				}
+				d, id, cl, done := paddockStartOpts(b, be, sandbox.CreateOptions{Session: fmt.Sprintf("bench-rt-%s-%s-%d", backend, rt, n), Runtime: rt})
 				rw.start = append(rw.start, d)
 				for k := 0; k < 50; k++ {
 					_, d, err := cl.Ping(time.Now().Add(5 * time.Second))
@@ -278,27 +305,39 @@ func BenchmarkRuntimes(b *testing.B) {
 					rw.rtt = append(rw.rtt, d)
 				}
 				time.Sleep(time.Second) // idle
-				rw.pss = append(rw.pss, sandboxtest.DockerBoxPSS(b, cli, id))
+				if backend == "local" {
+					pss, err := perf.CgroupPSS(lb.CgroupProcs(id))
+					if err != nil {
+						b.Fatal(err)
+					}
+					rw.pss = append(rw.pss, pss)
+				} else {
+					rw.pss = append(rw.pss, sandboxtest.DockerBoxPSS(b, cli, id))
+				}
 				if r == 0 && i == 0 {
-					cl = workInBox(b, db, id, cl, rw.work, &rw.files)
+					cl = workInBox(b, be, id, cl, rt == runtimes.Runsc, rw.work, &rw.files)
 				}
 				cl.Close()
 				done()
 			}
 		}
 	}
-	t := perf.Table{Title: "Docker boxes on runc and on gVisor (runsc): start, channel, idle memory (p50)",
-		Header: []string{"runtime", "bare start (ms)", "create → guest ready (ms)", "channel round trip (ms)", "idle box PSS (MiB)"}}
-	for _, rt := range rts {
-		rw := rows[rt]
+	t := perf.Table{Title: "Boxes on a shared kernel and on gVisor (runsc): start, channel, idle memory (p50)",
+		Header: []string{"backend/runtime", "bare start (ms)", "create → guest ready (ms)", "channel round trip (ms)", "idle box PSS (MiB)"}}
+	for _, kind := range kinds {
+		rw := rows[kind]
 		slices.Sort(rw.pss)
-		t.Add(rt, perf.MS(perf.Pct(rw.bare, .5)), perf.MS(perf.Pct(rw.start, .5)), perf.MS(perf.Pct(rw.rtt, .5)), fmt.Sprintf("%.1f", float64(rw.pss[len(rw.pss)/2])/(1<<20)))
+		t.Add(kind, perf.MS(perf.Pct(rw.bare, .5)), perf.MS(perf.Pct(rw.start, .5)), perf.MS(perf.Pct(rw.rtt, .5)), fmt.Sprintf("%.1f", float64(rw.pss[len(rw.pss)/2])/(1<<20)))
 	}
 	t.Write(os.Stderr)
-	w := perf.Table{Title: "Work in the box's /workspace after a restart (ms, one run each)", Header: []string{"runtime", "files", "find /usr", "git status (checkStat=minimal)", "git status (default), first", "git status (default), second"}}
-	for _, rt := range rts {
-		rw := rows[rt]
-		w.Add(rt, rw.files, perf.MS(rw.work["find"]), perf.MS(rw.work["minimal"]), perf.MS(rw.work["first"]), perf.MS(rw.work["second"]))
+	w := perf.Table{Title: "Work in the box after a restart (ms, one run each)", Header: []string{"backend/runtime", "files", "find /usr", "go build (cold cache)", "git status (checkStat=minimal)", "git status (default), first", "git status (default), second"}}
+	for _, kind := range kinds {
+		rw := rows[kind]
+		gb := "-" // no Go toolchain in the box
+		if rw.work["build"] >= 0 {
+			gb = perf.MS(rw.work["build"])
+		}
+		w.Add(kind, rw.files, perf.MS(rw.work["find"]), gb, perf.MS(rw.work["minimal"]), perf.MS(rw.work["first"]), perf.MS(rw.work["second"]))
 	}
 	w.Write(os.Stderr)
 }
@@ -306,10 +345,14 @@ func BenchmarkRuntimes(b *testing.B) {
 // workInBox fills the box's /workspace with a git repository, restarts
 // the box, and times the work in it (in the box's own clock, without the
 // channel's exec). It returns the new channel.
-func workInBox(b *testing.B, be sandbox.Backend, id string, cl *channel.Client, work map[string]time.Duration, files *string) *channel.Client {
+func workInBox(b *testing.B, be sandbox.Backend, id string, cl *channel.Client, gvisor bool, work map[string]time.Duration, files *string) *channel.Client {
+	env := sandboxtest.Env
+	if gvisor { // with the git settings paddock gives claude there (runner.GVisorGitConfig)
+		env = append(slices.Clip(env), "GIT_CONFIG_PARAMETERS='core.createobject'='rename'")
+	}
 	run := func(cl *channel.Client, script string) string {
 		var out, errb bytes.Buffer
-		p, err := cl.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", script}, Env: sandboxtest.Env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &errb})
+		p, err := cl.Exec(channel.ExecOptions{Argv: []string{"/bin/sh", "-c", script}, Env: env, Dir: sandbox.WorkspaceDir, Stdout: &out, Stderr: &errb})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -318,7 +361,7 @@ func workInBox(b *testing.B, be sandbox.Backend, id string, cl *channel.Client, 
 		}
 		return out.String()
 	}
-	run(cl, `mkdir r && cp -r /usr/share /usr/lib r/ && cd r && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm x`)
+	run(cl, `mkdir r && cd r && for d in $(seq 250); do mkdir d$d; for f in $(seq 200); do echo "$d $f" > d$d/f$f; done; done && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm x`)
 	*files = strings.TrimSpace(run(cl, `cd r && git ls-files | wc -l`))
 	cl.Close()
 	ctx := context.Background()
@@ -330,12 +373,18 @@ func workInBox(b *testing.B, be sandbox.Backend, id string, cl *channel.Client, 
 	}
 	cl = connect(b, be, id)
 	const timed = `t() { s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000 )); }; `
-	out := run(cl, timed+`t find /usr; cd r; t git -c core.checkstat=minimal status; t git status; t git status`)
+	// The build: a program of package main importing fmt, with an empty
+	// build cache (the runtime and fmt's dependencies compiled from the
+	// toolchain's source), where the box has a Go toolchain (local boxes
+	// see the host's /usr/local/go); -1 where it has none.
+	const build = `gobuild() { [ -x /usr/local/go/bin/go ] || { echo -1; return; }; mkdir -p /tmp/m && printf 'package main\nimport "fmt"\nfunc main() { fmt.Println(1) }\n' > /tmp/m/m.go && ` +
+		`t env -C /tmp/m GOCACHE=/tmp/gocache GOPATH=/tmp/gopath GO111MODULE=off GOTOOLCHAIN=local /usr/local/go/bin/go build -o m m.go; }; `
+	out := run(cl, timed+build+`t find /usr; gobuild; cd r; t git -c core.checkstat=minimal status; t git status; t git status`)
 	f := strings.Fields(out)
-	if len(f) != 4 {
+	if len(f) != 5 {
 		b.Fatalf("timings: %q", out)
 	}
-	for k, name := range []string{"find", "minimal", "first", "second"} {
+	for k, name := range []string{"find", "build", "minimal", "first", "second"} {
 		us, _ := strconv.ParseInt(f[k], 10, 64)
 		work[name] = time.Duration(us) * time.Microsecond
 	}

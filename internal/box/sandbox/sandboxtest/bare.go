@@ -3,13 +3,16 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/paddockhq/paddock/internal/testkit/perf"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,4 +130,45 @@ func DockerBoxPSS(tb testing.TB, cli *client.Client, id string) int64 {
 		tb.Fatal(err)
 	}
 	return pss
+}
+
+// BareRunsc is the baseline of the local backend's gVisor start: runsc
+// (the pinned build at runsc) run directly, with the flags paddock uses,
+// on a bundle of an empty read-only root with /usr bound, running
+// /bin/true as uid 1000, to exit. Its state directory and pinned network
+// namespace are removed after the clock stops.
+func BareRunsc(tb testing.TB, runsc string) time.Duration {
+	tb.Helper()
+	dir := tb.TempDir()
+	rootfs := filepath.Join(dir, "bundle", "rootfs")
+	for _, d := range []string{"usr", "proc", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for _, l := range []string{"bin", "lib", "lib64"} {
+		if err := os.Symlink("usr/"+l, filepath.Join(rootfs, l)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	spec := `{"ociVersion":"1.0.2","process":{"user":{"uid":1000,"gid":1000},"args":["/bin/true"],"env":["PATH=/usr/bin"],"cwd":"/","noNewPrivileges":true},
+"root":{"path":"rootfs","readonly":true},"hostname":"bare",
+"mounts":[{"destination":"/proc","type":"proc","source":"proc"},{"destination":"/dev","type":"tmpfs","source":"tmpfs"},{"destination":"/tmp","type":"tmpfs","source":"tmpfs"},
+{"destination":"/usr","type":"bind","source":"/usr","options":["rbind","ro"]}],
+"linux":{"namespaces":[{"type":"pid"},{"type":"ipc"},{"type":"uts"},{"type":"mount"},{"type":"network"}]}}`
+	if err := os.WriteFile(filepath.Join(dir, "bundle", "config.json"), []byte(spec), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	defer func() {
+		for unix.Unmount(filepath.Join(state, "null-netns"), unix.MNT_DETACH) == nil {
+		}
+	}()
+	t0 := time.Now()
+	cmd := exec.Command(runsc, "--root", state, "--network=none", "--ignore-cgroups", "--overlay2=none", "--directfs=false",
+		"run", "--bundle", filepath.Join(dir, "bundle"), "bare")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("bare runsc: %v %s", err, out)
+	}
+	return time.Since(t0)
 }
