@@ -28,7 +28,7 @@ func testBackends(t testing.TB) map[string]sandbox.Backend {
 	lb, err := local.New(local.Config{Root: root, GuestBinary: testenv.GuestBinary(t), ClaudeBinary: claude})
 	t.Cleanup(func() {
 		if t.Failed() { // the guest's own output, if it said anything
-			logs, _ := filepath.Glob(filepath.Join(root, "boxes", "*", "bwrap.log"))
+			logs, _ := filepath.Glob(filepath.Join(root, "boxes", "*", "*.log"))
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)
 				t.Logf("%s:\n%s", l, b)

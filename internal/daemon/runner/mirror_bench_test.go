@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/mirror"
+	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/testkit/perf"
 )
@@ -46,12 +48,30 @@ func (n *notify) expect(s string) chan struct{} {
 
 // BenchmarkTerminal: attach → first output and key → echo, through the
 // mirror and through a plain `tmux attach` on a pty, in the same box, in
-// one run with rounds interleaved. The pane runs cat, so a key comes back
-// as the terminal's echo.
+// one run with rounds interleaved; a local box on bwrap, then one on
+// gVisor's runsc where the local backend has it. The pane runs cat, so a
+// key comes back as the terminal's echo.
 func BenchmarkTerminal(b *testing.B) {
 	be := testBackends(b)["local"]
+	rts := []string{runtimes.Bwrap}
+	if slices.Contains(be.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
+		rts = append(rts, runtimes.Runsc)
+	}
+	tb := perf.Table{Title: "Terminal: mirror vs plain tmux attach, same box (ms)", Header: []string{"runtime", "measure", "tmux attach p50", "mirror p50", "tmux attach p90", "mirror p90", "mirror added p50"}}
+	for _, rt := range rts {
+		mFirst, mCold, pFirst, mEcho, pEcho := terminalSamples(b, be, rt)
+		tb.Add(rt, "attach → first output (mirror running)", perf.MS(perf.Pct(pFirst, .5)), perf.MS(perf.Pct(mFirst, .5)), perf.MS(perf.Pct(pFirst, .9)), perf.MS(perf.Pct(mFirst, .9)), perf.MS(perf.Pct(mFirst, .5)-perf.Pct(pFirst, .5)))
+		tb.Add(rt, "first attach of a session (control client start + join)", perf.MS(perf.Pct(pFirst, .5)), perf.MS(perf.Pct(mCold, .5)), perf.MS(perf.Pct(pFirst, .9)), perf.MS(perf.Pct(mCold, .9)), perf.MS(perf.Pct(mCold, .5)-perf.Pct(pFirst, .5)))
+		tb.Add(rt, "key → echo", perf.MS(perf.Pct(pEcho, .5)), perf.MS(perf.Pct(mEcho, .5)), perf.MS(perf.Pct(pEcho, .9)), perf.MS(perf.Pct(mEcho, .9)), perf.MS(perf.Pct(mEcho, .5)-perf.Pct(pEcho, .5)))
+	}
+	tb.Write(os.Stderr)
+}
+
+// terminalSamples is BenchmarkTerminal's measurement in one box on
+// runtime rt.
+func terminalSamples(b *testing.B, be sandbox.Backend, rt string) (mFirst, mCold, pFirst, mEcho, pEcho []time.Duration) {
 	ctx := context.Background()
-	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "bench-term"})
+	bx, err := be.Create(ctx, sandbox.CreateOptions{Session: "bench-term-" + rt, Runtime: rt})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +92,6 @@ func BenchmarkTerminal(b *testing.B) {
 	pane, _, _ := runIn(cl, env, nil, "tmux", "-L", "b", "display-message", "-p", "-t", "b", "#{pane_id}")
 	pane = strings.TrimSpace(pane)
 
-	var mFirst, mCold, pFirst, mEcho, pEcho []time.Duration
 	for i := 0; i < b.N; i++ {
 		for r := 0; r < 10; r++ {
 			// Mirror: a control-mode client over the channel, then Join.
@@ -140,9 +159,5 @@ func BenchmarkTerminal(b *testing.B) {
 			p.Close()
 		}
 	}
-	tb := perf.Table{Title: "Terminal: mirror vs plain tmux attach, same box (ms)", Header: []string{"measure", "tmux attach p50", "mirror p50", "tmux attach p90", "mirror p90", "mirror added p50"}}
-	tb.Add("attach → first output (mirror running)", perf.MS(perf.Pct(pFirst, .5)), perf.MS(perf.Pct(mFirst, .5)), perf.MS(perf.Pct(pFirst, .9)), perf.MS(perf.Pct(mFirst, .9)), perf.MS(perf.Pct(mFirst, .5)-perf.Pct(pFirst, .5)))
-	tb.Add("first attach of a session (control client start + join)", perf.MS(perf.Pct(pFirst, .5)), perf.MS(perf.Pct(mCold, .5)), perf.MS(perf.Pct(pFirst, .9)), perf.MS(perf.Pct(mCold, .9)), perf.MS(perf.Pct(mCold, .5)-perf.Pct(pFirst, .5)))
-	tb.Add("key → echo", perf.MS(perf.Pct(pEcho, .5)), perf.MS(perf.Pct(mEcho, .5)), perf.MS(perf.Pct(pEcho, .9)), perf.MS(perf.Pct(mEcho, .9)), perf.MS(perf.Pct(mEcho, .5)-perf.Pct(pEcho, .5)))
-	tb.Write(os.Stderr)
+	return mFirst, mCold, pFirst, mEcho, pEcho
 }
