@@ -196,10 +196,14 @@ func GVisorPids(pids int64) int64 {
 }
 
 // DockerEntry is the /etc/docker/daemon.json "runtimes" member that
-// registers name: gVisor's with RunscPath and GVisorArgs.
+// registers name: gVisor's with RunscPath and GVisorArgs, Kata's as its
+// containerd shim.
 func DockerEntry(name string) string { return dockerEntry(name, KindOf(name, "")) }
 
 func dockerEntry(name string, kind Kind) string {
+	if kind == VM { // Kata 2 and 3 ship a containerd shim, not an OCI runtime binary (Docker 23 or later)
+		return fmt.Sprintf(`%q: {"runtimeType": "io.containerd.kata.v2"}`, name)
+	}
 	if kind != GVisor {
 		return fmt.Sprintf(`%q: {"path": %q}`, name, "/usr/local/bin/"+name)
 	}

@@ -28,6 +28,7 @@ func TestChoose(t *testing.T) {
 		{"local", "gvisor", []string{"bwrap", "runsc"}, "runsc", nil},
 		{"local", "runsc", []string{"bwrap"}, "", []string{"offers: bwrap", RunscPath(), "which is not there", "make deps GVISOR=1", "local.runsc"}},
 		{"docker", "Bad Name", []string{"runc"}, "", []string{"not a runtime name"}},
+		{"docker", "kata", []string{"runc"}, "", []string{`"kata": {"runtimeType": "io.containerd.kata.v2"}`, "daemon.json"}},
 	} {
 		got, err := Choose(c.backend, c.word, c.offered, false)
 		if c.refusal == nil {
