@@ -22,7 +22,6 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,8 +31,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -306,100 +303,7 @@ func (b *Backend) Start(ctx context.Context, id string) (sandbox.Box, error) {
 	if onGVisor(r) {
 		return b.startRunsc(ctx, r)
 	}
-	var ws *os.File // the host workspace's view, bound by descriptor (workspaceFD)
-	if r.Workspace != "" {
-		if ws, err = b.mountWorkspace(r); err != nil {
-			return sandbox.Box{}, err
-		}
-		defer ws.Close()
-	}
-	filter, err := seccompPipe()
-	if err != nil {
-		b.unmountWorkspace(r)
-		return sandbox.Box{}, err
-	}
-	defer filter.Close()
-	grp, ap := cgroup.Create(r.ID, cgroup.Limits{MemoryBytes: r.Limits.MemoryBytes, Pids: r.Limits.Pids, CPUs: r.Limits.CPUs})
-	r.Cgroup, r.Notes = grp, ap.Notes
-
-	// sh waits on fd 3 until bwrap's pid has joined the cgroups, then
-	// becomes bwrap: no process of the box ever runs outside its limits.
-	gate, gateW, err := os.Pipe()
-	if err != nil {
-		return sandbox.Box{}, err
-	}
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		gate.Close()
-		gateW.Close()
-		return sandbox.Box{}, err
-	}
-	argv := append([]string{"-c", `read _ <&3; exec 3<&-; exec "$0" "$@"`, b.cfg.Bwrap}, b.args(r)...)
-	cmd := exec.Command("/bin/sh", argv...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.ExtraFiles = []*os.File{gate, infoW, filter} // fd 3, fd 4, seccompFD
-	if ws != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, ws) // workspaceFD
-	}
-	logf, _ := os.OpenFile(b.logPath(r), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if logf != nil {
-		cmd.Stderr, cmd.Stdout = logf, logf
-		defer logf.Close()
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: uint32(r.UID), Gid: uint32(r.UID)},
-		Setsid:     true, // its own session: no signal from the Runner's terminal
-	}
-	if os.Geteuid() != 0 {
-		cmd.SysProcAttr.Credential = nil // an unprivileged Runner runs boxes as itself
-	}
-	if err := cmd.Start(); err != nil {
-		gate.Close()
-		gateW.Close()
-		infoR.Close()
-		infoW.Close()
-		b.unmountWorkspace(r)
-		return sandbox.Box{}, fmt.Errorf("start bwrap: %w", err)
-	}
-	gate.Close()
-	infoW.Close()
-	go func() { _ = cmd.Wait() }() // reap it while this Runner lives
-	if err := grp.Add(cmd.Process.Pid); err != nil {
-		r.Notes = append(r.Notes, "limits not applied: cannot join cgroup: "+err.Error())
-	}
-	gateW.Write([]byte("\n"))
-	gateW.Close()
-
-	// bwrap reports the guest's host pid on the info fd.
-	info := make(chan int, 1)
-	go func() {
-		defer infoR.Close()
-		var v struct {
-			ChildPID int `json:"child-pid"`
-		}
-		if err := json.NewDecoder(bufio.NewReader(infoR)).Decode(&v); err == nil {
-			info <- v.ChildPID
-		}
-		close(info)
-	}()
-	var child int
-	select {
-	case child = <-info:
-	case <-time.After(10 * time.Second):
-	case <-ctx.Done():
-	}
-	if child == 0 {
-		_ = cmd.Process.Kill()
-		b.unmountWorkspace(r)
-		logb, _ := os.ReadFile(b.logPath(r))
-		return sandbox.Box{}, fmt.Errorf("bwrap did not start the box: %s", strings.TrimSpace(string(logb)))
-	}
-	st, _ := startTime(child)
-	r.PID, r.PIDStart = child, st
-	if err := b.save(r); err != nil {
-		return sandbox.Box{}, err
-	}
-	return b.box(r), nil
+	return b.startBwrap(ctx, r)
 }
 
 // connectWait bounds how long Connect waits for a running guest's socket.
@@ -577,83 +481,4 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 		wsmount.Resume(b.wsState(r.ID))
 	}
 	return bx, nil
-}
-
-// List implements sandbox.Backend: box records, volume directories, and any
-// process running as a box uid (what a stuck teardown would leave).
-func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
-	recs, err := b.records()
-	if err != nil {
-		return nil, err
-	}
-	var out []sandbox.Object
-	uidSession := map[int]string{}
-	for _, r := range recs {
-		out = append(out, sandbox.Object{Kind: sandbox.KindBox, ID: r.ID, Session: r.Session, Labels: r.Labels})
-		uidSession[r.UID] = r.Session
-	}
-	vols, _ := os.ReadDir(filepath.Join(b.cfg.Root, "volumes"))
-	for _, v := range vols {
-		var lab map[string]string
-		raw, err := os.ReadFile(filepath.Join(b.cfg.Root, "volumes", v.Name(), "labels.json"))
-		if err != nil || json.Unmarshal(raw, &lab) != nil || lab[sandbox.LabelManaged] != "1" {
-			continue
-		}
-		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name(), Session: lab[sandbox.LabelSession], Labels: lab})
-	}
-	// Processes: only those of uids this backend gave out (live boxes, and
-	// removed boxes until none of their processes is left).
-	b.rmu.Lock()
-	defer b.rmu.Unlock()
-	retired := b.retired()
-	for _, u := range retired {
-		uidSession[u] = ""
-	}
-	seen := map[int]bool{}
-	for pid, uid := range hostProcs(b.cfg.UIDBase) {
-		session, ours := uidSession[uid]
-		if !ours {
-			continue
-		}
-		seen[uid] = true
-		out = append(out, sandbox.Object{Kind: sandbox.KindProcess, ID: strconv.Itoa(pid), Session: session,
-			Labels: map[string]string{sandbox.LabelManaged: "1", "uid": strconv.Itoa(uid)}})
-	}
-	var keep []int
-	for _, u := range retired {
-		if seen[u] {
-			keep = append(keep, u)
-		}
-	}
-	if len(keep) != len(retired) {
-		b.setRetired(keep)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Kind+sandbox.ObjectKind(out[i].ID) < out[j].Kind+sandbox.ObjectKind(out[j].ID)
-	})
-	return out, nil
-}
-
-// RemoveObject implements sandbox.Backend.
-func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
-	switch o.Kind {
-	case sandbox.KindBox:
-		return b.Remove(ctx, o.ID, sandbox.RemoveOptions{KeepVolume: true})
-	case sandbox.KindVolume:
-		if err := sandbox.ValidSession(o.ID); err != nil {
-			return err
-		}
-		return os.RemoveAll(b.volDir(o.ID))
-	case sandbox.KindProcess:
-		pid, err := strconv.Atoi(o.ID)
-		if err != nil {
-			return fmt.Errorf("process %q: %w", o.ID, errdefs.ErrInvalid)
-		}
-		err = syscall.Kill(pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return err
-	}
-	return fmt.Errorf("object kind %q: %w", o.Kind, errdefs.ErrInvalid)
 }
