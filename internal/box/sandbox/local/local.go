@@ -211,6 +211,9 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	if err := os.MkdirAll(filepath.Join(dir, "etc"), 0o711); err != nil {
 		return sandbox.Box{}, err
 	}
+	if err := b.guardBoxDir(r); err != nil {
+		return sandbox.Box{}, err
+	}
 	files := map[string]string{
 		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\n%s:x:%d:%d:paddock:%s:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", sandbox.BoxUser, sandbox.BoxUID, sandbox.BoxUID, sandbox.HomeDir),
 		"group":         fmt.Sprintf("root:x:0:\n%s:x:%d:\nnogroup:x:65534:\n", sandbox.BoxUser, sandbox.BoxUID),

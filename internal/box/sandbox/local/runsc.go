@@ -250,8 +250,36 @@ func mountPoint(rootfs, src, dst string) error {
 	return f.Close()
 }
 
+// guardBoxDir makes a gVisor box's directory root's alone (0700). Its
+// idmapped views (the volume's, a host workspace's) show the box's files
+// as sandbox.BoxUID to every process that reaches them by path, not only
+// to the sandbox, and a host account may have that uid: under a directory
+// it cannot enter, it reaches nothing (runsc, its gofer and the Runner are
+// root). A bwrap box's directory stays 0711: bwrap runs as the box's uid
+// and binds files from it, and its views map to that uid, which no
+// account has.
+func (b *Backend) guardBoxDir(r *record) error {
+	if !onGVisor(r) {
+		return nil
+	}
+	return os.Chmod(b.boxDir(r.ID), 0o700)
+}
+
 // startRunsc starts box r on gVisor. The caller holds b.mu.
 func (b *Backend) startRunsc(ctx context.Context, r *record) (sandbox.Box, error) {
+	if err := b.guardBoxDir(r); err != nil {
+		return sandbox.Box{}, err
+	}
+	// What an earlier start left ends first, before a mount or its run
+	// directory is touched: a sandbox whose runsc run died (its pid is the
+	// box's) or whose Runner died before its pid was saved.
+	b.endSandbox(r)
+	if r.Cgroup != nil {
+		if err := r.Cgroup.Remove(); err != nil {
+			return sandbox.Box{}, fmt.Errorf("box %s: what an earlier start left runs on: %w", r.ID, err)
+		}
+		r.Cgroup = nil
+	}
 	fail := func(err error) (sandbox.Box, error) {
 		b.unmountRunsc(r)
 		return sandbox.Box{}, err
@@ -286,9 +314,23 @@ func (b *Backend) startRunsc(ctx context.Context, r *record) (sandbox.Box, error
 	if err != nil {
 		return fail(err)
 	}
-	_, _ = b.runsc(ctx, r.ID, "delete", "--force", r.ID) // what a lost Runner left of an earlier start
 	grp, ap := cgroup.Create(r.ID, cgroup.Limits{MemoryBytes: r.Limits.MemoryBytes, Pids: runtimes.GVisorPids(r.Limits.Pids), CPUs: r.Limits.CPUs})
-	r.Cgroup, r.Notes = grp, ap.Notes
+	r.Cgroup, r.Notes, r.PID, r.PIDStart = grp, ap.Notes, 0, 0
+	// Saved before runsc starts: a Runner that dies before the pid is
+	// saved leaves a record whose stop still finds the sandbox (by its
+	// cgroup and runsc's state), never one that rm cannot see.
+	if err := b.save(r); err != nil {
+		return fail(err)
+	}
+	fail = func(err error) (sandbox.Box, error) { // from here on a sandbox may run
+		b.endSandbox(r)
+		if r.Cgroup.Remove() == nil {
+			r.Cgroup = nil
+		}
+		b.unmountRunsc(r)
+		_ = b.save(r)
+		return sandbox.Box{}, err
+	}
 
 	// sh waits on fd 3 until its pid has joined the cgroups, then becomes
 	// runsc: the sentry, the gofer and every process of the box are inside.
@@ -319,6 +361,7 @@ func (b *Backend) startRunsc(ctx context.Context, r *record) (sandbox.Box, error
 		return fail(fmt.Errorf("start runsc: %w", err))
 	}
 	gate.Close()
+	runscStarted(r.ID)
 	go func() { _ = cmd.Wait() }() // reap it while this Runner lives
 	if err := grp.Add(cmd.Process.Pid); err != nil {
 		r.Notes = append(r.Notes, "limits not applied: cannot join cgroup: "+err.Error())
@@ -337,30 +380,42 @@ func (b *Backend) startRunsc(ctx context.Context, r *record) (sandbox.Box, error
 	return b.box(r), nil
 }
 
+// runscStarted is called as runsc has started (tests: what a Runner that
+// dies there leaves on disk).
+var runscStarted = func(id string) {}
+
 // stopRunsc ends gVisor box r: SIGTERM to its guest (runsc kill), then,
-// after o.Timeout, SIGKILL to the whole sandbox; then runsc's state of it
-// is deleted. The caller takes the cgroup and the mounts off.
+// after o.Timeout, SIGKILL to the whole sandbox (endSandbox). The caller
+// takes the cgroup and the mounts off.
 func (b *Backend) stopRunsc(r *record, timeout time.Duration) {
-	ctx := context.Background()
 	if r.PID != 0 && alive(r.PID, r.PIDStart) {
-		_, _ = b.runsc(ctx, r.ID, "kill", r.ID, "TERM") // the guest ends its processes
+		_, _ = b.runsc(context.Background(), r.ID, "kill", r.ID, "TERM") // the guest ends its processes
 		deadline := time.Now().Add(timeout)
 		for alive(r.PID, r.PIDStart) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if alive(r.PID, r.PIDStart) {
-			_, _ = b.runsc(ctx, r.ID, "kill", "--all", r.ID, "KILL")
-			for i := 0; i < 300 && alive(r.PID, r.PIDStart); i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
+	}
+	b.endSandbox(r)
+}
+
+// endSandbox ends whatever runs of box r's sandbox, whether or not its
+// pid was saved: runsc kill of every process, the processes of its cgroup
+// killed, runsc's state of it deleted, and the network namespace runsc
+// pinned in its state directory taken off.
+func (b *Backend) endSandbox(r *record) {
+	ctx := context.Background()
+	if r.PID != 0 && alive(r.PID, r.PIDStart) {
+		_, _ = b.runsc(ctx, r.ID, "kill", "--all", r.ID, "KILL")
+		for i := 0; i < 300 && alive(r.PID, r.PIDStart); i++ {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if r.Cgroup != nil { // what is left of the sandbox (cgroup.Remove kills it)
+	if r.Cgroup != nil { // what is left of the sandbox (cgroup.Remove waits for them to go)
 		for _, p := range r.Cgroup.Procs() {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	if r.PID != 0 {
+	if _, err := os.Stat(b.runscRoot(r.ID)); err == nil {
 		_, _ = b.runsc(ctx, r.ID, "delete", "--force", r.ID)
 	}
 	b.unpinNetNS(r.ID)
