@@ -1,6 +1,8 @@
 // Package local is the `local` backend: bubblewrap (bwrap) namespaces, no
 // daemon. A box is a bwrap process tree with new user, pid, ipc, uts, net
 // (loopback only), mount and cgroup namespaces; the guest is its PID 1.
+// A box on the runsc runtime is the same layout (layout.go) run by gVisor's
+// runsc from an OCI bundle instead (runsc.go says what differs).
 //
 // Hardening, by construction in args():
 //   - bwrap runs as a host uid of its own (UIDBase + slot, never 0) and
