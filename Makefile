@@ -21,8 +21,10 @@ build:
 # GVISOR=1 also builds gVisor's runsc and registers it with dockerd (about
 # 5 minutes the first time): `make test` sets it, and `make run` does when
 # its ARGS ask for gvisor or runsc.
+# DEPS_FOR=session (make run) installs only what a session needs: Docker
+# too when DOCKER=1 (make run whose ARGS ask for the docker backend).
 deps:
-	PADDOCK_GVISOR=$(GVISOR) scripts/deps.sh
+	PADDOCK_DEPS_FOR=$(DEPS_FOR) PADDOCK_DOCKER=$(DOCKER) PADDOCK_GVISOR=$(GVISOR) scripts/deps.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>&1); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -66,6 +68,8 @@ bench: deps build
 # answers, and run a Claude Code session attached to this terminal.
 # Flags for `paddock run` go in ARGS, e.g. make run ARGS="--backend docker".
 run: GVISOR := $(if $(findstring gvisor,$(ARGS))$(findstring runsc,$(ARGS)),1,$(GVISOR))
+run: DOCKER := $(if $(findstring docker,$(ARGS)),1,$(DOCKER))
+run: DEPS_FOR := session
 run: deps build
 	scripts/run.sh $(ARGS)
 

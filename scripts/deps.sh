@@ -23,8 +23,15 @@
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
 #     (scripts/k8s-bins.sh) into /var/cache/paddock/k8s/<version>/bin:
 #     10-14 minutes the first time, nothing after
+# With PADDOCK_DEPS_FOR=session (make run) only what a session needs:
+# bubblewrap, tmux, git, gh, Node.js and npm when missing, Go, the pinned
+# Claude Code; Docker (docker.io, debootstrap, dockerd started) only with
+# PADDOCK_DOCKER=1 (make run whose ARGS ask for the docker backend), runsc
+# only with PADDOCK_GVISOR=1; no test tool, no Kubernetes binary.
 # Usage: scripts/deps.sh [--no-apt]
 set -euo pipefail
+session=$([ "${PADDOCK_DEPS_FOR:-}" = session ] && echo 1 || true)
+docker=$([ -z "$session" ] || [ "${PADDOCK_DOCKER:-}" = 1 ] && echo 1 || true)
 
 CLAUDE_VERSION=$(sed -n 's/^const PinnedVersion = "\(.*\)"/\1/p' internal/sessions/claudecode/claudecode.go)
 STATICCHECK_VERSION=v0.8.2
@@ -38,8 +45,9 @@ say() { printf '\033[1mdeps:\033[0m %s\n' "$*"; }
 # file; etcd and the CNI plugins: the Kubernetes test cluster, which runs
 # docker.io's containerd and runc). Node.js and npm: only when missing (a
 # newer node from elsewhere is kept).
-pkgs=(ca-certificates git gh make util-linux bubblewrap tmux docker.io debootstrap perl procps iproute2 chromium nginx-light systemd docker-registry
-  etcd-server etcd-client containernetworking-plugins strace)
+pkgs=(ca-certificates git gh make util-linux bubblewrap tmux perl procps iproute2)
+[ -z "$docker" ] || pkgs+=(docker.io debootstrap)
+[ -n "$session" ] || pkgs+=(chromium nginx-light systemd docker-registry etcd-server etcd-client containernetworking-plugins strace)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Go: go.mod's version. Without it, Debian's Go is installed only to fetch
 # that toolchain (below).
@@ -115,7 +123,7 @@ fi
 if [ "${PADDOCK_GVISOR:-}" = 1 ]; then
 scripts/gvisor-bin.sh
 RUNSC=$CACHE/gvisor/$(sed -n 's/^const GVisorVersion = "\(v[0-9a-f.-]*\)"$/\1/p' internal/box/runtimes/runtimes.go)/runsc
-if [ "$(id -u)" -eq 0 ]; then
+if [ "$(id -u)" -eq 0 ] && [ -n "$docker" ]; then
   mkdir -p /etc/docker
   RUNSC="$RUNSC" perl -MJSON::PP -e '
     my $f = "/etc/docker/daemon.json"; my $c = {};
@@ -136,14 +144,19 @@ fi
 fi
 
 # dockerd: start it when it does not answer (a fresh machine, or CI).
-if ! docker info >/dev/null 2>&1; then
+if [ -n "$docker" ] && ! docker info >/dev/null 2>&1; then
   say "starting dockerd (log: /var/log/paddock-dockerd.log)"
   setsid nohup dockerd >/var/log/paddock-dockerd.log 2>&1 < /dev/null &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { say "dockerd did not start; see /var/log/paddock-dockerd.log"; exit 1; }
 fi
-[ "${PADDOCK_GVISOR:-}" != 1 ] || docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
+[ "${PADDOCK_GVISOR:-}" != 1 ] || [ -z "$docker" ] || docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
   || say "dockerd has no runtime runsc: add {\"runtimes\": {\"runsc\": {\"path\": \"$RUNSC\", \"runtimeArgs\": [\"--directfs=false\"]}}} to its daemon.json and reload it (the runsc tests will fail)"
+
+if [ -n "$session" ]; then
+  say "ready for a session$([ -n "$docker" ] && echo ', the docker backend too' || true); the tests' own tools come with make deps"
+  exit 0
+fi
 
 # staticcheck, pinned.
 if ! "$CACHE/bin/staticcheck" -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
