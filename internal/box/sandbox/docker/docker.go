@@ -21,7 +21,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +37,6 @@ import (
 	"github.com/paddockhq/paddock/internal/box/runtimes"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/box/sandbox/wsmount"
-	"github.com/paddockhq/paddock/internal/sessions/claudecode"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,8 +182,10 @@ func (b *Backend) labels(session string, kind sandbox.ObjectKind) map[string]str
 }
 
 func containerName(session string) string { return "paddock-" + session }
-func homeVolume(session string) string    { return "paddock-" + session + "-home" }
-func wsVolume(session string) string      { return "paddock-" + session + "-workspace" }
+
+func homeVolume(session string) string { return "paddock-" + session + "-home" }
+
+func wsVolume(session string) string { return "paddock-" + session + "-workspace" }
 
 // Spec is everything ContainerCreate gets.
 type Spec struct {
@@ -307,98 +307,6 @@ const labelUnsafeHostCode = "paddock.unsafe-host-code"
 // (wsmount.MountOrigin) rather than the workspace's (wsmount.Mount).
 const labelClone = "paddock.clone"
 
-// ownMounts: a root Runner binds each host workspace onto a directory of
-// its own (wsMount) from a descriptor, and Docker binds that directory,
-// whose path no box can write: nothing a box does to the workspace's path
-// after the box is made changes what Docker binds. A Runner that is not
-// root cannot, and takes no host workspace (wsmount.ErrNotRoot).
-func (b *Backend) ownMounts() bool { return os.Geteuid() == 0 }
-
-func (b *Backend) wsMount(session string) string {
-	return filepath.Join(b.cfg.Dir, "workspaces", session)
-}
-
-// wsState is wsmount's record of a session's workspace mount: beside the
-// mount point, never inside it.
-func (b *Backend) wsState(session string) string {
-	return filepath.Join(b.cfg.Dir, "workspaces", session+".json")
-}
-
-// mountWorkspace makes the box's view of the workspace real at the
-// session's wsMount (see wsmount), as the box's labels say: the workspace
-// (labelWorkspace) with its host code read-only unless labelUnsafeHostCode,
-// or for a clone box (labelClone) only its git directory, read-only. The
-// box's user is sandbox.BoxUID on the host too, since Docker maps no user
-// namespace. On a gVisor runtime, whose sentry makes the box's files as
-// root and then gives them to the box user, the view maps root as well
-// (wsmount.Options.RootCreates).
-func (b *Backend) mountWorkspace(session string, labels map[string]string, runtime string) error {
-	if err := sandbox.ValidSession(session); err != nil {
-		return err
-	}
-	mountView := wsmount.Mount
-	if labels[labelClone] == "1" {
-		mountView = wsmount.MountOrigin
-	}
-	// A box made before the owner was kept has no label: 0, unchecked.
-	ownerUID, _ := strconv.Atoi(labels[labelWorkspaceUID])
-	_, err := mountView(wsmount.Options{Source: labels[labelWorkspace], Target: b.wsMount(session), State: b.wsState(session),
-		BoxUID: sandbox.BoxUID, BoxGID: sandbox.BoxUID, UnsafeHostCode: labels[labelUnsafeHostCode] == "1", OwnerUID: ownerUID, Session: session,
-		RootCreates: runtimes.KindOf(runtime, "") == runtimes.GVisor})
-	return err
-}
-
-// unmountWorkspace takes the view off (the box has stopped) and keeps the
-// mount point, which the container's bind names.
-func (b *Backend) unmountWorkspace(session string) {
-	if sandbox.ValidSession(session) != nil {
-		return
-	}
-	_ = wsmount.Unmount(b.wsMount(session), b.wsState(session))
-}
-
-// dropWorkspaceMount undoes mountWorkspace when the box is removed. The
-// mount point is removed as an empty directory only, never recursively;
-// what the session kept across restarts (its .git/worktrees) goes too.
-func (b *Backend) dropWorkspaceMount(session string) {
-	if sandbox.ValidSession(session) != nil {
-		return
-	}
-	b.unmountWorkspace(session)
-	_ = os.Remove(b.wsMount(session))
-	_ = wsmount.Forget(b.wsState(session)) // the session's .git/worktrees
-}
-
-// checkWorkspace refuses host directories that would hand the box the
-// daemon or the host: the Docker socket, /, and the kernel's trees. It
-// returns the directory's path with its symlinks resolved, which is what is
-// checked and bound.
-func checkWorkspace(ws string) (string, error) {
-	if !filepath.IsAbs(ws) {
-		return "", fmt.Errorf("workspace %q must be absolute: %w", ws, pdkerr.ErrInvalid)
-	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("workspace %q must be an existing directory: %w", ws, pdkerr.ErrInvalid)
-	}
-	// The check is of where the path leads, not of its text: a symlink
-	// to /run would otherwise pass. Docker binds the resolved path.
-	real, err := filepath.EvalSymlinks(ws)
-	if err != nil {
-		return "", fmt.Errorf("workspace %q: %v: %w", ws, err, pdkerr.ErrInvalid)
-	}
-	for _, bad := range []string{"/", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib/docker", "/etc", "/boot"} {
-		if real == bad || strings.HasPrefix(real, bad+"/") && bad != "/" {
-			return "", fmt.Errorf("workspace %s is a system directory (%s): %w", ws, real, pdkerr.ErrForbidden)
-		}
-	}
-	for _, sock := range []string{"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock"} {
-		if rel, err := filepath.Rel(real, sock); err == nil && !strings.HasPrefix(rel, "..") {
-			return "", fmt.Errorf("workspace %s contains the daemon socket %s: %w", ws, sock, pdkerr.ErrForbidden)
-		}
-	}
-	return real, nil
-}
-
 func mapErr(op string, err error) error {
 	switch {
 	case err == nil:
@@ -507,69 +415,6 @@ func (b *Backend) Create(ctx context.Context, o sandbox.CreateOptions) (sandbox.
 	l := o.Limits.WithDefaults()
 	return sandbox.Box{ID: resp.ID, Session: o.Session, Backend: Name, State: sandbox.StateCreated, Created: time.Now().UTC(),
 		Volume: homeVolume(o.Session), Limits: l, Runtime: o.Runtime}, nil
-}
-
-// checkImage refuses a box image that this paddock cannot run, by its
-// labels, each mismatch with the command that builds the right one:
-//   - no paddock.image label: not built by `paddock image build`;
-//   - a guest protocol older than this paddock's (its guest lacks what
-//     the Runner asks of it);
-//   - a Claude Code version other than the one its tag names
-//     (…:claude-V), or, for a tag that names none, Config.ClaudeVersion;
-//   - a base not pinned by digest;
-//   - a paddock version other than Config.PaddockVersion (when set): the
-//     guest in the image is another paddock's.
-func (b *Backend) checkImage(ref string, labels map[string]string) error {
-	rebuild := func(what string) error {
-		return fmt.Errorf("image %s %s: rebuild it with `%s`: %w", ref, what, b.buildCommand(ref), pdkerr.ErrConflict)
-	}
-	if labels[labelImage] == "" {
-		return rebuild("was not built by paddock (no " + labelImage + " label)")
-	}
-	if v, err := strconv.Atoi(labels[sandbox.LabelGuestProtocol]); err != nil || v < sandbox.GuestProtocol {
-		return rebuild(fmt.Sprintf("was built by an older paddock (guest protocol %q, this one needs %d)", labels[sandbox.LabelGuestProtocol], sandbox.GuestProtocol))
-	}
-	if want := claudeOfTag(ref, b.cfg.ClaudeVersion); want != "" && labels[sandbox.LabelClaudeVersion] != want {
-		return rebuild(fmt.Sprintf("carries Claude Code %q, not %s", labels[sandbox.LabelClaudeVersion], want))
-	}
-	if base := labels[sandbox.LabelBase]; !pinnedBase.MatchString(base) {
-		return rebuild(fmt.Sprintf("names its base %q, not pinned by digest", base))
-	}
-	if want := b.cfg.PaddockVersion; want != "" && labels[sandbox.LabelPaddockVersion] != want {
-		return rebuild(fmt.Sprintf("carries paddock %q as its guest, not this paddock (%s)", labels[sandbox.LabelPaddockVersion], want))
-	}
-	return nil
-}
-
-// labelImage marks an image `paddock image build` made.
-const labelImage = "paddock.image"
-
-// pinnedBase is a base named by digest: a local image id or name@sha256.
-var pinnedBase = regexp.MustCompile(`^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$`)
-
-// claudeOfTag is the Claude Code version a box image must carry: the one
-// its tag names (…:claude-V), else def.
-func claudeOfTag(ref, def string) string {
-	if i := strings.LastIndex(ref, ":claude-"); i >= 0 && !strings.Contains(ref[i:], "/") {
-		return ref[i+len(":claude-"):]
-	}
-	return def
-}
-
-// buildCommand is the command that builds ref for this paddock.
-func (b *Backend) buildCommand(ref string) string {
-	cmd := "paddock image build"
-	v := claudeOfTag(ref, b.cfg.ClaudeVersion)
-	if v != "" && v != claudecode.PinnedVersion {
-		cmd += " --claude-version " + v
-	}
-	if v == "" {
-		v = claudecode.PinnedVersion
-	}
-	if ref != "paddock/box:claude-"+v {
-		cmd += " --tag " + ref
-	}
-	return cmd
 }
 
 // Start implements sandbox.Backend.
@@ -747,113 +592,4 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Box, error) {
 		wsmount.Resume(b.wsState(session))
 	}
 	return sandbox.Box{ID: ins.ID, Session: session, Backend: Name, State: st, Created: created, Volume: homeVolume(session), Limits: l, Runtime: rt}, nil
-}
-
-// List implements sandbox.Backend.
-func (b *Backend) List(ctx context.Context) ([]sandbox.Object, error) {
-	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=1", sandbox.LabelOwner+"="+b.cfg.Owner)
-	cs, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, mapErr("list boxes", err)
-	}
-	var out []sandbox.Object
-	for _, c := range cs.Items {
-		out = append(out, sandbox.Object{Kind: sandbox.KindBox, ID: c.ID, Session: c.Labels[sandbox.LabelSession], Labels: c.Labels})
-	}
-	vs, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
-	if err != nil {
-		return nil, mapErr("list volumes", err)
-	}
-	for _, v := range vs.Items {
-		out = append(out, sandbox.Object{Kind: sandbox.KindVolume, ID: v.Name, Session: v.Labels[sandbox.LabelSession], Labels: v.Labels})
-	}
-	ns, err := b.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return nil, mapErr("list networks", err)
-	}
-	for _, n := range ns.Items {
-		out = append(out, sandbox.Object{Kind: sandbox.KindNetwork, ID: n.ID, Session: n.Labels[sandbox.LabelSession], Labels: n.Labels})
-	}
-	return out, nil
-}
-
-// RemoveObject implements sandbox.Backend.
-func (b *Backend) RemoveObject(ctx context.Context, o sandbox.Object) error {
-	switch o.Kind {
-	case sandbox.KindBox:
-		_, err := b.cli.ContainerRemove(ctx, o.ID, client.ContainerRemoveOptions{Force: true})
-		if err == nil && o.Labels[labelWorkspace] != "" {
-			b.dropWorkspaceMount(o.Session)
-		}
-		if cerrdefs.IsNotFound(err) || err != nil && strings.Contains(err.Error(), "already in progress") {
-			return nil
-		}
-		return mapErr("remove box", err)
-	case sandbox.KindVolume:
-		return b.removeVolume(ctx, o.ID)
-	case sandbox.KindNetwork:
-		_, err := b.cli.NetworkRemove(ctx, o.ID, client.NetworkRemoveOptions{})
-		if cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return mapErr("remove network", err)
-	}
-	return fmt.Errorf("object kind %q: %w", o.Kind, pdkerr.ErrInvalid)
-}
-
-// Freeze implements sandbox.Freezer: docker pause (the cgroup freezer,
-// through the daemon). A box someone paused already is frozen: no error.
-func (b *Backend) Freeze(ctx context.Context, id string) error {
-	_, err := b.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
-	if err == nil {
-		return nil
-	}
-	switch b.pauseState(ctx, id) {
-	case boxPaused:
-		return nil
-	case boxNotRunning:
-		return fmt.Errorf("pause box %s: it is not running: %w", id, pdkerr.ErrConflict)
-	}
-	return mapErr("pause box "+id, err)
-}
-
-// Thaw implements sandbox.Freezer: docker unpause. A running box that is
-// not paused (someone ran docker unpause) is thawed already: no error.
-// (Docker 20.10 refuses that unpause with a 500, later versions a 409.)
-func (b *Backend) Thaw(ctx context.Context, id string) error {
-	_, err := b.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-	if err == nil {
-		return nil
-	}
-	switch b.pauseState(ctx, id) {
-	case boxRunning:
-		return nil
-	case boxNotRunning:
-		// Stopped meanwhile (docker stop, a daemon restart): nothing to
-		// thaw, as for a local box.
-		return fmt.Errorf("unpause box %s: it is not running: %w", id, pdkerr.ErrConflict)
-	}
-	return mapErr("unpause box "+id, err)
-}
-
-// A box's state, as pauseState finds it.
-const (
-	boxUnknown    = iota // not found, or the inspect failed
-	boxNotRunning        // created, stopped or dead
-	boxRunning           // running, not paused
-	boxPaused            // running and paused
-)
-
-// pauseState inspects box id, after a pause or unpause the daemon refused.
-func (b *Backend) pauseState(ctx context.Context, id string) int {
-	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	switch {
-	case err != nil || res.Container.State == nil:
-		return boxUnknown
-	case !res.Container.State.Running:
-		return boxNotRunning
-	case res.Container.State.Paused:
-		return boxPaused
-	}
-	return boxRunning
 }
