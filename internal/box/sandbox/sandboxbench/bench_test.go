@@ -55,6 +55,9 @@ func paddockStartOpts(b *testing.B, be sandbox.Backend, o sandbox.CreateOptions)
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A benchmark that fails before done still removes the box (its
+	// mounts, its processes); Remove of a removed box is nothing.
+	b.Cleanup(func() { _ = be.Remove(ctx, bx.ID, sandbox.RemoveOptions{}) })
 	if _, err := be.Start(ctx, bx.ID); err != nil {
 		b.Fatal(err)
 	}
