@@ -38,7 +38,7 @@ unit:
 # Every test, integration included, with the race detector; nothing may skip.
 test: GVISOR = 1
 test: deps lint build fuzz
-	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 30m ./...
 	@# Alone, after the rest: it restarts dockerd, which stops every container.
 	PADDOCK_DOCKER_RESTART=1 PADDOCK_REQUIRE_INTEGRATION=1 PADDOCK_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -count=1 -timeout 5m -run '^TestDockerDaemonRestart$$' ./internal/testkit/e2e/
 
