@@ -2,19 +2,16 @@ package channel
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
 
 // TestTLSKeptAliveOverAForward: an HTTPS server over a forwarded stream
@@ -35,7 +32,7 @@ func TestTLSKeptAliveOverAForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close(); gs.Close() })
-	cert := selfSigned(t, "svc.test")
+	caPEM, cert := testenv.CA(t, "svc.test")
 	served := make(chan int, 4)
 	go func() {
 		st, _, br, err := cl.Accept()
@@ -57,7 +54,7 @@ func TestTLSKeptAliveOverAForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(cert.Leaf)
+	pool.AppendCertsFromPEM(caPEM)
 	tc := tls.Client(&readerConn{bc, bbr}, &tls.Config{ServerName: "svc.test", RootCAs: pool})
 	br := bufio.NewReader(tc)
 	for i := 1; i <= 3; i++ {
@@ -106,23 +103,3 @@ func (l *oneListener) Accept() (net.Conn, error) {
 
 func (l *oneListener) Close() error   { return nil }
 func (l *oneListener) Addr() net.Addr { return &net.UnixAddr{Name: "forward", Net: "unix"} }
-
-func selfSigned(t *testing.T, host string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-}

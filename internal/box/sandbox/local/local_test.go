@@ -39,8 +39,8 @@ func conformance(t *testing.T, runtime string) {
 		return b
 	}
 	b := open(t)
-	if runtime != "" && !slices.Contains(b.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
-		testenv.Missing(t, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
+	if runtime != "" {
+		needRunsc(t, b)
 	}
 	sandboxtest.Run(t, sandboxtest.Setup{
 		Backend: b,
@@ -97,13 +97,7 @@ func TestConnectGivesUpOnAMissingSocket(t *testing.T) {
 func TestGVisorViewsOnlyRoot(t *testing.T) {
 	testenv.Root(t)
 	testenv.LookPath(t, "setpriv")
-	be, err := New(Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(be.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
-		testenv.Missing(t, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
-	}
+	be := gvisorBackend(t)
 	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 	if err := os.WriteFile(filepath.Join(ws, "owners.txt"), []byte("the owner's\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -148,16 +142,11 @@ func ownerOf(t *testing.T, p string) (int, int) {
 // otherwise go on writing the owner's workspace, seen by nothing.
 func TestGVisorRemoveFindsAnUnsavedSandbox(t *testing.T) {
 	testenv.Root(t)
-	be, err := New(Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(be.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
-		testenv.Missing(t, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
-	}
+	be := gvisorBackend(t)
 	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
 	var onDisk *record // the record as a Runner that died as runsc started would leave it
 	runscStarted = func(id string) {
+		var err error
 		if onDisk, err = be.load(id); err != nil {
 			t.Error(err)
 		}
@@ -191,5 +180,24 @@ func TestGVisorRemoveFindsAnUnsavedSandbox(t *testing.T) {
 	}
 	if _, err := os.Stat(be.boxDir(b.ID)); !os.IsNotExist(err) {
 		t.Errorf("the box's directory: %v", err)
+	}
+}
+
+// gvisorBackend is a local backend that offers runsc (the pinned build).
+func gvisorBackend(t *testing.T) *Backend {
+	t.Helper()
+	be, err := New(Config{Root: filepath.Join(testenv.TraversableTempDir(t), "local"), GuestBinary: testenv.GuestBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	needRunsc(t, be)
+	return be
+}
+
+// needRunsc: the test needs be to offer runsc.
+func needRunsc(t *testing.T, be sandbox.Backend) {
+	t.Helper()
+	if !slices.Contains(be.Capabilities(context.Background()).Runtimes, runtimes.Runsc) {
+		testenv.Missing(t, "no runsc at "+runtimes.RunscPath()+"; `make deps GVISOR=1` builds it")
 	}
 }
