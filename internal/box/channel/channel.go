@@ -12,6 +12,8 @@
 //	listen   nothing more; the guest now listens on Addr in the box and opens
 //	         one "forward" stream per accepted connection.
 //	forward  (guest → Runner) raw bytes of one forwarded connection to Service.
+//	dial     (Runner → guest) raw bytes of one connection to a port on the
+//	         box's loopback (dial.go).
 //	events   lines of JSON from the guest: reports about claude (events.go).
 //
 // The channel itself tells the Runner which session a stream belongs to: a

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,6 +187,8 @@ func (g *Guest) handle(srv *channel.Server, st net.Conn, br *bufio.Reader, h cha
 			_ = WriteChecks(st, SelfTest(h.Addr))
 		}
 		st.Close()
+	case channel.TypeDial:
+		g.dial(st, br, h.Addr)
 	case channel.TypeListen:
 		err := g.listen(srv, h.Addr, h.Service)
 		r := channel.Reply{OK: err == nil}
@@ -255,6 +258,33 @@ func (g *Guest) listen(srv *channel.Server, addr, service string) error {
 		}
 	}()
 	return nil
+}
+
+// dial connects a dial stream to a port on the box's loopback: 127.0.0.1
+// first, then ::1 (a dev server on "localhost" may listen on either).
+// Nothing but loopback is dialled, whatever the header holds.
+func (g *Guest) dial(st net.Conn, br *bufio.Reader, addr string) {
+	defer st.Close()
+	port, err := strconv.Atoi(addr)
+	if err != nil || port < 1 || port > 65535 {
+		_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("%q is not a TCP port (1-65535)", addr)})
+		return
+	}
+	var c net.Conn
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		if c, err = net.DialTimeout("tcp", net.JoinHostPort(host, addr), 5*time.Second); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		_ = channel.WriteJSONLine(st, channel.Reply{Error: fmt.Sprintf("nothing in the box answers on port %d (%v)", port, errors.Unwrap(err))})
+		return
+	}
+	defer c.Close()
+	if channel.WriteJSONLine(st, channel.Reply{OK: true}) != nil {
+		return
+	}
+	pipe(c, st, br)
 }
 
 // pipe copies both ways until either side ends, half-closing where it can.

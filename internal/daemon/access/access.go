@@ -116,6 +116,8 @@ var opWords = map[session.Op]string{
 	session.OpDiff:   "seeing its change", session.OpFetch: "fetching its branch into the host repository",
 	session.OpMerge:   "merging its branch into the owner's repository",
 	session.OpMessage: "sending a message to its claude",
+	session.OpPR:      "pushing its branch and opening a pull request",
+	session.OpPort:    "publishing its ports on the host", session.OpPreview: "opening its previews",
 }
 
 // find resolves ref among the sessions p may see, and only those: a

@@ -260,6 +260,7 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 		}
 		return b.Set(r.Context(), r.PathValue("ref"), req)
 	})
+	portRoutes(b, one)
 	one("POST /v1/prune", func(r *http.Request) (any, error) { return b.Prune(r.Context(), r.URL.Query().Get("volumes") == "1") })
 	mux.HandleFunc("POST /v1/sessions/{ref}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, b) })
 	mux.HandleFunc("POST /v1/sessions/{ref}/attach", func(w http.ResponseWriter, r *http.Request) { serveAttach(w, r, b) })

@@ -129,6 +129,11 @@ const (
 	// owner's service credential (paddock pr); Detail names the branch,
 	// the commit and the pull request.
 	ActionPR = "pr"
+	// A box port published on the host's loopback, or taken back
+	// (paddock port); Detail gives the ports. ActionPreview is a person
+	// entering a port's web preview.
+	ActionPort    = "port"
+	ActionPreview = "preview"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

@@ -151,6 +151,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		fetchCmd(g, o),
 		mergeCmd(g, o),
 		sendCmd(g, o),
+		portCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)

@@ -189,9 +189,11 @@ func (r *Runner) setLive(id string, l *live) {
 	sl.mu.Unlock()
 	if old != nil && old.link != nil && (l == nil || l.link != old.link) {
 		old.link.Close()
+		r.closePorts(id)
 	}
 	if l != nil && l.link != nil && (old == nil || old.link != l.link) {
 		r.startSupervisor(sl, l.link)
+		r.openPorts(id)
 	}
 }
 

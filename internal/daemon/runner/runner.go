@@ -107,6 +107,8 @@ type Runner struct {
 	// (live.go, where the lock order is written down).
 	sess sessionsState
 	act  activityState // changes of claude's activity, broadcast (activity.go)
+	// ports are the published ports' listeners (ports.go).
+	ports portsState
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
 	// stopping is set when Serve shuts down: channels that end then were
@@ -326,11 +328,15 @@ func (r *Runner) Close() error {
 		}
 		r.boxConns.Close()
 		r.egressConns.Close()
+		r.closeAllPorts()
 		if r.services != nil {
 			r.services.Close()
 		}
 		if r.webLn != nil {
 			r.webLn.Close()
+		}
+		if r.web != nil {
+			r.web.Close()
 		}
 		if r.decisions != nil {
 			r.decisions.Close()

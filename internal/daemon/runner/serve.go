@@ -78,6 +78,7 @@ func (r *Runner) Listen() error {
 			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wl, err)
 		}
 		r.web = web.New(r.guard, r.Directory().Person, r.log.With(logkey.Component, "web"))
+		r.web.SetPreviewHost(r.webLn.Addr())
 		// Versions before one-time logins kept the login URL here.
 		_ = os.Remove(filepath.Join(r.opts.StateDir, "web-url"))
 	}

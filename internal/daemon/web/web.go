@@ -123,6 +123,8 @@ type Server struct {
 	mu      sync.Mutex
 	logins  map[[32]byte]grant // hashes of unused login tokens
 	cookies map[[32]byte]grant // hashes of issued cookies, with their keys'
+
+	pv previews // preview.go
 }
 
 // grant is a login token's or a cookie's user and expiry; a cookie's also
@@ -139,7 +141,8 @@ func New(b Backend, who func(uid uint32) (people.Person, error), log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{b: b, who: who, log: log, now: time.Now, logins: map[[32]byte]grant{}, cookies: map[[32]byte]grant{}}
+	return &Server{b: b, who: who, log: log, now: time.Now, logins: map[[32]byte]grant{}, cookies: map[[32]byte]grant{},
+		pv: previews{tickets: map[[32]byte]previewGrant{}, cookies: map[[32]byte]previewGrant{}}}
 }
 
 // NewLogin mints a one-time login token for uid: the first GET
@@ -207,6 +210,7 @@ func (s *Server) Handler() http.Handler {
 		return es, err
 	})))
 	mux.Handle("GET /api/sessions/{ref}/terminal", s.auth(http.HandlerFunc(s.terminal)))
+	mux.Handle("POST /api/sessions/{ref}/preview/{port}", s.auth(s.jsonHandler(s.previewLink)))
 	if es, ok := s.b.(api.EgressSteering); ok {
 		// Ask mode: the connections waiting for approval, and the answer.
 		mux.Handle("GET /api/egress/pending", s.auth(s.jsonHandler(func(r *http.Request) (any, error) { return es.EgressPending(r.Context()) })))

@@ -67,6 +67,14 @@ const (
 	// OpPR pushes the session's branch with its owner's service
 	// credential and opens a pull request (paddock pr): the owner's.
 	OpPR Op = "pr"
+	// OpPort publishes a box port on the host's loopback, or takes one
+	// back (paddock port): whatever the box serves there becomes
+	// reachable by every account on the host, so an operator's right.
+	OpPort Op = "port"
+	// OpPreview opens a published port's web preview through the web
+	// page's login: it acts on the box's app as a person at its
+	// terminal could, so a driver's right.
+	OpPreview Op = "preview"
 )
 
 // allowed lists, per operation, the observed states it may start from.
@@ -85,6 +93,8 @@ var allowed = map[Op][]State{
 	OpMerge:   {Running},
 	OpMessage: {Running},
 	OpPR:      {Running},
+	OpPort:    {Created, Running, Asleep, Failed},
+	OpPreview: {Running},
 }
 
 // Check is the one guard for transitions. Its error reads
@@ -200,6 +210,11 @@ type Session struct {
 	// happening before Observed says it; never stored.
 	Ending Op `json:"ending,omitempty"`
 
+	// Ports are the box ports published on the host's loopback (paddock
+	// port), open while the box runs: closed when it sleeps, opened again
+	// at the same host ports when it wakes.
+	Ports []Port `json:"ports,omitempty"`
+
 	// KeepVolume records that `rm --keep-volume` kept the volume.
 	KeepVolume bool `json:"keep_volume,omitempty"`
 
@@ -223,6 +238,20 @@ type Session struct {
 
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
+}
+
+// Port is one published box port: connections to Host on the host's
+// loopback (127.0.0.1) reach Box on the box's loopback, carried by the
+// channel (the box has no network interface but loopback).
+type Port struct {
+	Box int `json:"box"`
+	// Host is the host port; 0 in a request asks for a free one, which
+	// the record then keeps, so a wake opens the same one.
+	Host int `json:"host"`
+	// Open says the host port listens now (set on answers, never stored).
+	Open bool `json:"open,omitempty"`
+	// Error says why it does not, when the box runs (never stored).
+	Error string `json:"error,omitempty"`
 }
 
 // StartTimes is where one start of a session's claude went, in
@@ -450,6 +479,7 @@ var Need = map[Op]Role{
 	OpShare: RoleOwner, OpExport: RoleOperator,
 	OpDiff: RoleObserver, OpFetch: RoleOperator, OpMerge: RoleOwner,
 	OpMessage: RoleDriver, OpPR: RoleOwner,
+	OpPort: RoleOperator, OpPreview: RoleDriver,
 }
 
 // Clone is a clone session's branch: made in the box at its first start

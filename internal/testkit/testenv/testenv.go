@@ -107,6 +107,37 @@ func PaddockBinary(t testing.TB) string {
 	return builtBin
 }
 
+var (
+	previewOnce sync.Once
+	previewErr  error
+)
+
+// PreviewServer builds, once per test process, the tests' dev server
+// (internal/testkit/previewsrv: a page, a WebSocket echo, the request it
+// got) as a static binary beside PaddockBinary, and returns its path: what
+// the tests of previews run in a box.
+func PreviewServer(t testing.TB) string {
+	t.Helper()
+	out := filepath.Join(filepath.Dir(PaddockBinary(t)), "previewsrv")
+	previewOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			previewErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./internal/testkit/previewsrv")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			previewErr = fmt.Errorf("go build previewsrv: %v\n%s", err, b)
+		}
+	})
+	if previewErr != nil {
+		t.Fatal(previewErr)
+	}
+	return out
+}
+
 // OlderGuestBinary builds, once per test process, the slim guest as a
 // guest from before the put and selftest streams answers them (the
 // paddock_pre21guest build tag), beside PaddockBinary, and returns its

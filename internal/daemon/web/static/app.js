@@ -146,10 +146,36 @@ async function showSession(name, asked) {
     }
   };
   loadLogs(); logTimer = setInterval(loadLogs, 2000);
+  showPreviews(name, info);
   term.focus();
   currentSession = { name, info, role };
   document.dispatchEvent(new Event("paddock:session"));
   fit.fit();
+}
+
+// showPreviews lists the session's published ports (paddock port), each
+// with an "open preview" link for a driver: the Runner gives a one-time
+// link into an origin of the preview's own, opened in a new tab.
+function showPreviews(name, info) {
+  const ports = info.ports || [];
+  $("#previews").hidden = ports.length === 0;
+  const links = $("#previewLinks"); links.textContent = "";
+  for (const p of ports) {
+    const b = document.createElement("button");
+    b.type = "button"; b.className = "preview"; b.dataset.port = String(p.box);
+    b.textContent = "open preview of port " + p.box;
+    b.disabled = !atLeast(info.your_role, "driver");
+    b.onclick = async () => {
+      // Opened before the request, so no popup blocker takes it.
+      const w = window.open("about:blank", "_blank");
+      try {
+        const r = await call("POST", "/api/sessions/" + encodeURIComponent(name) + "/preview/" + p.box);
+        $("#previewError").textContent = "";
+        if (w) { w.opener = null; w.location = r.url; } else { location.assign(r.url); }
+      } catch (e) { if (w) w.close(); $("#previewError").textContent = String(e.message || e); }
+    };
+    links.appendChild(b);
+  }
 }
 
 function route() {
