@@ -71,34 +71,23 @@ func boxApp(name string) *httptest.Server {
 	return httptest.NewServer(mux)
 }
 
-// previewLinkFor asks the page for a preview link as c.
+// previewLinkFor asks the page for a preview link as c: the link, or the
+// refusal's status and body.
 func previewLinkFor(t *testing.T, srv *site, c *http.Client, port int) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/api/sessions/demo/preview/%d", srv.URL, port), nil)
-	req.Header.Set("X-Paddock", "1")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	code, body := post(t, c, fmt.Sprintf("%s/api/sessions/demo/preview/%d", srv.URL, port), "")
 	var out map[string]string
-	b, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(b, &out)
-	if resp.StatusCode != 200 {
-		return resp.StatusCode, string(b)
+	if code != 200 || json.Unmarshal([]byte(body), &out) != nil {
+		return code, body
 	}
 	return 200, out["url"]
 }
 
+// pget is get without the content type.
 func pget(t *testing.T, c *http.Client, u string) (int, string) {
 	t.Helper()
-	resp, err := c.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, body := get(t, c, u)
+	return code, body
 }
 
 // TestPreview: a preview is entered with a one-time link from the page's
