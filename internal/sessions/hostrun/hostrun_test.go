@@ -86,6 +86,8 @@ var positives = []struct{ path, why string }{
 	// shell and environment
 	{".envrc", "direnv"},
 	{"svc/.envrc.local", "direnv"},
+	{".paddock.toml", "project file"},
+	{"services/api/.paddock.toml", "project file"},
 	{".env", "dotenv"},
 	{".env.local", "dotenv"},
 	{"deploy/prod.env", "dotenv"},

