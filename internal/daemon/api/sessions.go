@@ -68,6 +68,8 @@ type CreateRequest struct {
 	// or a name the backend's engine has (internal/box/runtimes); ""
 	// takes the config's (sessions.runtime, or the backend's own key).
 	Runtime string `json:"runtime,omitempty"`
+	// NoProject ignores the workspace's project file (.paddock.toml).
+	NoProject bool `json:"no_project,omitempty"`
 	// NoStart creates the box without starting claude.
 	NoStart bool `json:"no_start,omitempty"`
 	// Restart is the restart policy for claude's exits: no, on-failure
@@ -261,6 +263,7 @@ func sessionRoutes(mux *http.ServeMux, b Backend) {
 		return b.Set(r.Context(), r.PathValue("ref"), req)
 	})
 	portRoutes(b, one)
+	projectRoutes(b, one)
 	one("POST /v1/prune", func(r *http.Request) (any, error) { return b.Prune(r.Context(), r.URL.Query().Get("volumes") == "1") })
 	mux.HandleFunc("POST /v1/sessions/{ref}/exec", func(w http.ResponseWriter, r *http.Request) { serveExec(w, r, b) })
 	mux.HandleFunc("POST /v1/sessions/{ref}/attach", func(w http.ResponseWriter, r *http.Request) { serveAttach(w, r, b) })

@@ -134,6 +134,11 @@ const (
 	// entering a port's web preview.
 	ActionPort    = "port"
 	ActionPreview = "preview"
+	// A workspace's project file accepted as it is, or its acceptance
+	// taken back (paddock project allow, revoke); Target is the
+	// workspace, Detail the file's hash.
+	ActionProjectAllow  = "project-allow"
+	ActionProjectRevoke = "project-revoke"
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"

@@ -152,6 +152,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		mergeCmd(g, o),
 		sendCmd(g, o),
 		portCmd(g, o),
+		projectCmd(g, o),
 	)
 	addCompletion(root, g, o)
 	refuseUnknownSubcommands(root)

@@ -61,6 +61,11 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 					req.Workspace = abs
 				}
 			}
+			if !cmd.Flags().Changed("egress") {
+				// Offline unless the workspace's project file says more
+				// (the Runner's default for none).
+				req.Egress = ""
+			}
 			if credFile != "" {
 				b, err := readCredentialFile(credFile, o)
 				if err != nil {
@@ -114,6 +119,7 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 	f.BoolVar(&req.Ask, "ask", false, "with --egress allowlist: hold a connection no rule decides until you approve it (paddock egress pending, approve, deny)")
 	f.StringVar(&req.Workspace, "workspace", "", "host directory to bind at /workspace, read and written as its owner (default: on the session volume)")
 	f.BoolVar(&req.UnsafeHostCode, "unsafe-host-code", false, "UNSAFE: let the box write what the host runs later in the workspace (.git/hooks, .git/config, .vscode, .envrc, …)")
+	f.BoolVar(&req.NoProject, "no-project", false, "ignore the workspace's project file (.paddock.toml: image, setup, environment, ports, egress; docs/PROJECT.md)")
 	f.BoolVar(&req.Clone, "clone", false, "with --workspace (a git repository): work in a clone of it in the box, on a branch of its own; the repository is never written by the box (paddock diff, paddock fetch)")
 	f.BoolVar(&req.NoClone, "no-clone", false, "work on the live workspace even where the Runner's sessions.clone makes clone sessions the default")
 	f.StringVar(&req.Branch, "branch", "", "with --clone: the clone's branch (default paddock/NAME)")

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,6 +91,7 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 	s.Restart = p.restart
 	s.Runtime = p.runtime
 	s.PushRefs = p.pushRefs
+	s.Env, s.Ports, s.Project = p.env, p.ports, p.project
 	placeholders := map[string]string{} // one per secret: the box's tools hold one token per host
 	for _, g := range p.services {
 		if placeholders[g.Secret] == "" {
@@ -101,7 +103,7 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		s.Services = append(s.Services, g)
 	}
 	unlock := r.sessionLock(id)
-	defer unlock()
+	defer func() { unlock() }()
 	for name, sv := range p.relaySecrets {
 		// Kept as a credential file (0600); its kind is only a label here.
 		if err := saveCredentialFile(r.relaySecretFile(id, name), credential.KindAuthToken, sv); err != nil {
@@ -146,6 +148,16 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 		return s, r.save(&s)
 	}
 	if err := r.start(ctx, &s, be, began, created); err != nil {
+		var se *setupError
+		if errors.As(err, &se) {
+			// Nothing of a session whose setup failed is kept: its box
+			// and record go (the output is in the error).
+			unlock()
+			unlock = func() {}
+			if _, rerr := r.RemoveSession(context.WithoutCancel(ctx), s.ID, false); rerr != nil {
+				r.log.Error("remove the session whose setup failed", logkey.Session, s.ID, logkey.Error, rerr)
+			}
+		}
 		return s, err
 	}
 	return s, nil

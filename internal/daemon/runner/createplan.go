@@ -23,6 +23,7 @@ import (
 	"github.com/paddockhq/paddock/internal/sessions/activity"
 	"github.com/paddockhq/paddock/internal/sessions/claudesetup"
 	"github.com/paddockhq/paddock/internal/sessions/limits"
+	"github.com/paddockhq/paddock/internal/sessions/project"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 
@@ -71,6 +72,12 @@ type createFacts struct {
 	// grants some.
 	secrets    []service.Secret
 	secretsErr error
+	// project is the workspace's project file (nil: none, or
+	// --no-project), projectDecision its owner's acceptance of it, and
+	// projectErr why it cannot be read or checked.
+	project         *project.File
+	projectDecision project.Decision
+	projectErr      error
 }
 
 // gatherCreateFacts looks up what planCreate needs for req. The backend
@@ -89,6 +96,9 @@ func (r *Runner) gatherCreateFacts(ctx context.Context, req api.CreateRequest) c
 			f.workspaceUID = own.UID
 			fi, err := os.Lstat(filepath.Join(f.workspace, ".git"))
 			f.workspaceGit = err == nil && fi.IsDir()
+			if f.workspaceErr == nil {
+				f.project, f.projectDecision, f.projectErr = r.loadProject(req, f.workspace)
+			}
 		}
 	}
 	if req.Credential.Reveal() == "" {
@@ -145,6 +155,13 @@ type createPlan struct {
 	// branches it may push besides its own.
 	services []service.Grant
 	pushRefs []string
+	// From the workspace's project file (applyProject): the box's
+	// environment, the ports to publish, what the session keeps of the
+	// file (its setup), and the image recipe.
+	env          []string
+	ports        []session.Port
+	project      *session.ProjectUse
+	projectImage project.Image
 }
 
 // planCreate checks req against f and decides the session, with no I/O:
@@ -159,6 +176,13 @@ func planCreate(req api.CreateRequest, f createFacts) (createPlan, error) {
 		claudeVersion: req.ClaudeVersion, noStart: req.NoStart, owner: f.caller}
 	if err := session.ValidName(p.name); err != nil {
 		return createPlan{}, err
+	}
+	if req.Workspace != "" && f.workspaceErr == nil {
+		// The project file fills what the request leaves out, before
+		// anything of the request is checked.
+		if err := p.applyProject(&req, f); err != nil {
+			return createPlan{}, err
+		}
 	}
 	if p.backend == "" {
 		p.backend = f.cfg.Sessions.Backend

@@ -42,6 +42,7 @@ import (
 	"github.com/paddockhq/paddock/internal/proxy/tlsterm"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
 	"github.com/paddockhq/paddock/internal/sessions/limits"
+	"github.com/paddockhq/paddock/internal/sessions/project"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 )
 
@@ -109,6 +110,8 @@ type Runner struct {
 	act  activityState // changes of claude's activity, broadcast (activity.go)
 	// ports are the published ports' listeners (ports.go).
 	ports portsState
+	// projects are the project files people accepted (project.go).
+	projects *project.AllowStore
 	// id names this Runner's state (meta/runner_id) on shared daemons.
 	id string
 	// stopping is set when Serve shuts down: channels that end then were
@@ -165,6 +168,9 @@ func New(opts Options) (_ *Runner, err error) {
 		return nil, err
 	}
 	if r.tokens, err = sessiontoken.New(r.store); err != nil {
+		return nil, err
+	}
+	if r.projects, err = project.NewAllowStore(filepath.Join(opts.StateDir, ProjectsDir)); err != nil {
 		return nil, err
 	}
 	if r.decisions, err = decisionlog.OpenDir(filepath.Join(opts.StateDir, statedir.LogsDir)); err != nil {

@@ -74,6 +74,11 @@ func (r *Runner) start(ctx context.Context, s *session.Session, be sandbox.Backe
 		r.fail(s, err.Error())
 		return err
 	}
+	if err := r.runSetup(ctx, s, link); err != nil { // a project's setup, once (projectsetup.go)
+		link.Close()
+		r.fail(s, err.Error())
+		return err
+	}
 	env, err := r.launchWith(ctx, s, link, read)
 	if err != nil {
 		link.Close()
@@ -283,6 +288,7 @@ func (r *Runner) launchOptions(s *session.Session, varName, value string) claude
 			"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
 	}
 	o.Extra = append(o.Extra, r.serviceEnvOf(s)...)
+	o.Extra = append(o.Extra, s.Env...) // the project file's (project.Parse refuses paddock's names)
 	if runtimes.KindOf(s.Runtime, "") == runtimes.GVisor {
 		// gVisor gives files inode numbers of its own, new in every box:
 		// git's default stat check would re-hash the whole worktree on the

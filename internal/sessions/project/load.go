@@ -49,6 +49,14 @@ func Load(workspace string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
+	if fi.IsDir() {
+		// An empty directory is the placeholder a running session's box
+		// has in the place of a missing host-code path (wsmount.HostCode):
+		// there is no file.
+		if names, err := fh.Readdirnames(1); len(names) == 0 && errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+	}
 	if !fi.Mode().IsRegular() {
 		return nil, &Error{Msg: fmt.Sprintf("is not a regular file (%s)", fi.Mode().Type())}
 	}

@@ -144,3 +144,22 @@ func TestLoadNoWorkspace(t *testing.T) {
 		t.Errorf("a file as workspace: %v, %v", f, err)
 	}
 }
+
+// TestLoadPlaceholder: the empty directory a running box's workspace has in
+// the place of a missing project file is no file; a directory with
+// something in it is refused.
+func TestLoadPlaceholder(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, FileName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Load(ws); f != nil || err != nil {
+		t.Fatalf("the placeholder: %v, %v", f, err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, FileName, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ws); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Fatalf("a directory with a file in it: %v", err)
+	}
+}

@@ -210,6 +210,13 @@ type Session struct {
 	// happening before Observed says it; never stored.
 	Ending Op `json:"ending,omitempty"`
 
+	// Env are plain variables (KEY=VALUE) for claude and exec in the box,
+	// from the project file; never secrets (project.Parse refuses them).
+	Env []string `json:"env,omitempty"`
+	// Project is what the session took from its workspace's project file
+	// (.paddock.toml), nil when it took nothing.
+	Project *ProjectUse `json:"project,omitempty"`
+
 	// Ports are the box ports published on the host's loopback (paddock
 	// port), open while the box runs: closed when it sleeps, opened again
 	// at the same host ports when it wakes.
@@ -239,6 +246,35 @@ type Session struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }
+
+// ProjectUse is what a session took from its workspace's project file:
+// the file's hash (as its owner accepted it), the image made for it, and
+// its setup command with the command's outcome.
+type ProjectUse struct {
+	Sum string `json:"sum"`
+	// Image is the id of the image built from the file's recipe
+	// (docker), "" for none.
+	Image string `json:"image,omitempty"`
+	// Setup runs once, in the box, before claude first starts, with the
+	// egress rules SetupAllow open while it runs, for at most
+	// SetupTimeoutS seconds.
+	Setup         string   `json:"setup,omitempty"`
+	SetupAllow    []string `json:"setup_allow,omitempty"`
+	SetupTimeoutS int      `json:"setup_timeout_s,omitempty"`
+	// SetupResult is how it went, once it ran.
+	SetupResult *SetupResult `json:"setup_result,omitempty"`
+}
+
+// SetupResult is how a project's setup command went: its exit code, how
+// long it took, and the end of what it printed (MaxSetupOutput bytes).
+type SetupResult struct {
+	Exit   int     `json:"exit"`
+	MS     float64 `json:"ms"`
+	Output string  `json:"output,omitempty"`
+}
+
+// MaxSetupOutput bounds the setup output a record keeps: its end.
+const MaxSetupOutput = 16 << 10
 
 // Port is one published box port: connections to Host on the host's
 // loopback (127.0.0.1) reach Box on the box's loopback, carried by the
