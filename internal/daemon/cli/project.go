@@ -118,4 +118,3 @@ func printProject(o IO, v api.ProjectView) {
 		fmt.Fprint(o.Stdout, v.Diff)
 	}
 }
-

@@ -213,4 +213,3 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("a person no longer in the group: %d", code)
 	}
 }
-

@@ -28,7 +28,10 @@ func (e *env) startPreviewServer(name, port string) {
 	e.execStdin(name, string(bin), "sh", "-c", "cat > "+dst+" && chmod 0755 "+dst)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); mainWithStdin(ctx, e, "", io.Discard, "exec", name, "--", dst, "-port", port) }()
+	go func() {
+		defer close(done)
+		mainWithStdin(ctx, e, "", io.Discard, "exec", name, "--", dst, "-port", port)
+	}()
 	e.t.Cleanup(func() { cancel(); <-done })
 }
 
