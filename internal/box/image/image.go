@@ -10,6 +10,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +52,13 @@ type Spec struct {
 	// PaddockVersion is the guest binary's version, for the label (Build
 	// asks the binary when empty).
 	PaddockVersion string
+	// GuestDigest is the guest binary's sha256 in hex, for the label
+	// LabelGuestDigest (Build computes it when empty).
+	GuestDigest string
+	// Recipe is the hash of the recipe the image was made from
+	// (Recipe.Hash), for the label LabelRecipe; empty for none (an image
+	// on a base given with --base).
+	Recipe string
 }
 
 var (
@@ -88,6 +97,12 @@ func (s *Spec) Check() error {
 	if !versionRe.MatchString(s.PaddockVersion) {
 		return fmt.Errorf("paddock version %q is not a version (letters, digits, . + - _): %w", s.PaddockVersion, errdefs.ErrInvalid)
 	}
+	if s.GuestDigest != "" && !hex64Re.MatchString(s.GuestDigest) {
+		return fmt.Errorf("guest digest %q is not a sha256 in hex: %w", s.GuestDigest, errdefs.ErrInvalid)
+	}
+	if s.Recipe != "" && !hex64Re.MatchString(s.Recipe) {
+		return fmt.Errorf("recipe %q is not a recipe's hash (64 hex digits, from Recipe.Hash): %w", s.Recipe, errdefs.ErrInvalid)
+	}
 	return nil
 }
 
@@ -111,6 +126,10 @@ func GuestVersion(ctx context.Context, guestBin string) (string, error) {
 
 var dockerfile = template.Must(template.New("Dockerfile").Parse(`# Written by paddock image build; do not edit. Builds with no network.
 FROM {{.Base}}
+# paddock's steps run as root with sh, whatever USER and SHELL a
+# project's steps left.
+USER 0:0
+SHELL ["/bin/sh", "-c"]
 # The box user and the places it may write.
 RUN set -eu; \
     grep -q '^{{.User}}:' /etc/group  || echo '{{.User}}:x:{{.UID}}:' >> /etc/group; \
@@ -128,7 +147,7 @@ ENV DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
     HOME={{.Home}} \
     PATH=/usr/local/bin:/usr/bin:/bin
-LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}" {{.LabelGuest}}="{{.Guest}}" {{.LabelPaddock}}="{{.PaddockVersion}}"
+LABEL {{.LabelImage}}="1" {{.LabelClaude}}="{{.ClaudeVersion}}" {{.LabelBase}}="{{.Base}}" {{.LabelGuest}}="{{.Guest}}" {{.LabelPaddock}}="{{.PaddockVersion}}"{{if .GuestDigest}} {{.LabelGuestDigest}}="{{.GuestDigest}}"{{end}}{{if .Recipe}} {{.LabelRecipe}}="{{.Recipe}}"{{end}}
 USER {{.UID}}:{{.UID}}
 WORKDIR {{.Workspace}}
 ENTRYPOINT ["/usr/local/bin/paddock", "guest"]
@@ -147,6 +166,8 @@ func Dockerfile(s Spec) (string, error) {
 		"ManagedSettings": claudecode.ManagedSettingsPath,
 		"LabelGuest":      sandbox.LabelGuestProtocol, "Guest": sandbox.GuestProtocol,
 		"LabelPaddock": LabelPaddock, "PaddockVersion": s.PaddockVersion,
+		"LabelGuestDigest": LabelGuestDigest, "GuestDigest": s.GuestDigest,
+		"LabelRecipe": LabelRecipe, "Recipe": s.Recipe,
 	})
 	return b.String(), err
 }
@@ -163,6 +184,13 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 			return "", err
 		}
 		s.PaddockVersion = v
+	}
+	if s.GuestDigest == "" {
+		d, err := fileDigest(paddockBin)
+		if err != nil {
+			return "", err
+		}
+		s.GuestDigest = d
 	}
 	if err := s.Check(); err != nil { // fills the default tag
 		return "", err
@@ -212,6 +240,20 @@ func Build(ctx context.Context, cli *client.Client, s Spec, claudeBin, paddockBi
 	}
 	fmt.Fprintf(progress, "ok: %s is %s with Claude Code %s\n", s.Tag, short(id), s.ClaudeVersion)
 	return id, nil
+}
+
+// fileDigest is the sha256 of a file's contents, in hex.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func short(id string) string {
