@@ -55,6 +55,8 @@ type BuildContext struct {
 	Size int64
 
 	entries []ctxEntry // sorted by path
+
+	within, rel string // Dir is within/rel, followed without symlinks (ReadContext)
 }
 
 // ctxEntry is one thing a context sends.
@@ -76,8 +78,20 @@ const maxDockerfile = 1 << 20
 // symlinks (a socket, a device, a pipe in it), larger than
 // MaxContextBytes or with more than MaxContextFiles entries, each with
 // what to do.
-func ReadContext(dockerfile string) (*BuildContext, error) {
+//
+// within, when not "", is a directory that holds dockerfile: the path
+// from it down to the Dockerfile's directory is then followed without
+// any symlink (a workspace a box writes to could swap a directory on
+// the way for a link to the host's), every time the context is opened.
+func ReadContext(dockerfile, within string) (*BuildContext, error) {
 	bc := &BuildContext{Dir: filepath.Dir(dockerfile), DockerfileName: filepath.Base(dockerfile)}
+	if within != "" {
+		rel, err := filepath.Rel(within, bc.Dir)
+		if err != nil || !filepath.IsLocal(rel) && rel != "." {
+			return nil, fmt.Errorf("the Dockerfile %s is not inside %s: %w", dockerfile, within, errdefs.ErrInvalid)
+		}
+		bc.within, bc.rel = within, rel
+	}
 	root, err := bc.openRoot()
 	if err != nil {
 		return nil, err
@@ -104,13 +118,30 @@ func ReadContext(dockerfile string) (*BuildContext, error) {
 	return bc, nil
 }
 
-// openRoot opens Dir, refusing a symlink at its end.
+// openRoot opens Dir, refusing a symlink at its end (and on the way from
+// within, when there is one).
 func (bc *BuildContext) openRoot() (*os.File, error) {
-	fd, err := unix.Open(bc.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open the build context %s: %w; it is the Dockerfile's directory, and must be a directory (not a symlink to one): %w", bc.Dir, err, errdefs.ErrInvalid)
+	if bc.within == "" {
+		fd, err := unix.Open(bc.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, bc.rootError(err)
+		}
+		return os.NewFile(uintptr(fd), bc.Dir), nil
 	}
-	return os.NewFile(uintptr(fd), bc.Dir), nil
+	top, err := os.Open(bc.within)
+	if err != nil {
+		return nil, bc.rootError(err)
+	}
+	defer top.Close()
+	d, err := openBeneath(top, bc.rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, bc.rootError(err)
+	}
+	return d, nil
+}
+
+func (bc *BuildContext) rootError(err error) error {
+	return fmt.Errorf("open the build context %s: %w; it is the Dockerfile's directory, and must be a directory (not a symlink to one): %w", bc.Dir, err, errdefs.ErrInvalid)
 }
 
 // openBeneath opens rel under dir, following no symlink on the way or at

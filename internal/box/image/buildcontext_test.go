@@ -96,7 +96,7 @@ func TestReadContext(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "outside")); err != nil {
 		t.Fatal(err)
 	}
-	bc, err := ReadContext(filepath.Join(dir, "Dockerfile"))
+	bc, err := ReadContext(filepath.Join(dir, "Dockerfile"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestReadContext(t *testing.T) {
 	if err := os.Symlink("/etc", filepath.Join(dir, "etc")); err != nil {
 		t.Fatal(err)
 	}
-	if bc, err = ReadContext(filepath.Join(dir, "Dockerfile")); err != nil || !slices.ContainsFunc(bc.entries, func(e ctxEntry) bool {
+	if bc, err = ReadContext(filepath.Join(dir, "Dockerfile"), ""); err != nil || !slices.ContainsFunc(bc.entries, func(e ctxEntry) bool {
 		return e.rel == "etc" && e.kind == tar.TypeSymlink && e.link == "/etc"
 	}) {
 		t.Fatalf("a linked directory: %v %+v", err, bc)
@@ -174,18 +174,44 @@ func TestReadContext(t *testing.T) {
 	if err := os.Symlink("Dockerfile", filepath.Join(dir, "linked.Dockerfile")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadContext(filepath.Join(dir, "linked.Dockerfile")); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "not a symlink") {
+	if _, err := ReadContext(filepath.Join(dir, "linked.Dockerfile"), ""); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "not a symlink") {
 		t.Errorf("a linked Dockerfile: %v", err)
 	}
 	linked := filepath.Join(t.TempDir(), "ctx")
 	if err := os.Symlink(dir, linked); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadContext(filepath.Join(linked, "Dockerfile")); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "not a symlink to one") {
+	if _, err := ReadContext(filepath.Join(linked, "Dockerfile"), ""); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "not a symlink to one") {
 		t.Errorf("a linked context directory: %v", err)
 	}
-	if _, err := ReadContext(filepath.Join(dir, "missing", "Dockerfile")); !errdefs.Is(err, errdefs.ErrInvalid) {
+	if _, err := ReadContext(filepath.Join(dir, "missing", "Dockerfile"), ""); !errdefs.Is(err, errdefs.ErrInvalid) {
 		t.Errorf("a missing context: %v", err)
+	}
+	// Within a workspace, a link on the way down to the context is
+	// refused too (a box may have swapped a directory for one), and a
+	// path out of the workspace is.
+	ws, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(outside, "ctx"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "ctx", "Dockerfile"), []byte("ARG PADDOCK_BASE\nFROM ${PADDOCK_BASE}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "tools")); err != nil {
+		t.Fatal(err)
+	}
+	through := filepath.Join(ws, "tools", "ctx", "Dockerfile")
+	if _, err := ReadContext(through, ""); err != nil {
+		t.Fatalf("a link on the way, not within a workspace: %v", err)
+	}
+	if _, err := ReadContext(through, ws); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a context through a link inside the workspace: %v", err)
+	}
+	if _, err := ReadContext(filepath.Join(dir, "Dockerfile"), ws); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "not inside") {
+		t.Errorf("a Dockerfile outside the workspace: %v", err)
+	}
+	if _, err := ReadContext(filepath.Join(dir, "Dockerfile"), filepath.Dir(dir)); err != nil {
+		t.Errorf("a Dockerfile inside, with no link on the way: %v", err)
 	}
 
 	// A socket is refused; so is a context too big to send.
@@ -193,7 +219,7 @@ func TestReadContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadContext(filepath.Join(dir, "Dockerfile")); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "remove it or list it in") {
+	if _, err := ReadContext(filepath.Join(dir, "Dockerfile"), ""); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "remove it or list it in") {
 		t.Errorf("a socket in the context: %v", err)
 	}
 	l.Close()
@@ -206,13 +232,13 @@ func TestReadContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	big.Close()
-	if _, err := ReadContext(filepath.Join(dir, "Dockerfile")); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "more than 512 MiB") || !strings.Contains(err.Error(), "directory of its own") {
+	if _, err := ReadContext(filepath.Join(dir, "Dockerfile"), ""); !errdefs.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "more than 512 MiB") || !strings.Contains(err.Error(), "directory of its own") {
 		t.Errorf("a context over the limit: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".dockerignore"), []byte(".git\n*.bin\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadContext(filepath.Join(dir, "Dockerfile")); err != nil {
+	if _, err := ReadContext(filepath.Join(dir, "Dockerfile"), ""); err != nil {
 		t.Errorf("the big file, ignored: %v", err)
 	}
 }

@@ -190,7 +190,7 @@ func ensureMadeBase(ctx context.Context, cli *client.Client, spec BaseSpec, o En
 // id of its last stage, untagged. The context it sends must be the one
 // hashed into the recipe (hash): a file changed in between is an error.
 func buildProject(ctx context.Context, cli *client.Client, r Recipe, hash, base string, progress io.Writer) (string, error) {
-	bc, err := ReadContext(r.Dockerfile)
+	bc, err := ReadContext(r.Dockerfile, r.Within)
 	if err != nil {
 		return "", err
 	}

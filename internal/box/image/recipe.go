@@ -6,6 +6,7 @@
 package image
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -55,6 +56,15 @@ type Recipe struct {
 	// and BuildContext for how it is read (the directory is opened as
 	// given; below it no symlink is followed).
 	Dockerfile string
+	// Within, when not "", is a directory that holds Dockerfile (a
+	// project's workspace): the path from it to the Dockerfile's
+	// directory is followed without symlinks whenever it is read
+	// (ReadContext). Not part of the recipe's hash.
+	Within string
+	// AcceptedDockerfile, when not nil, is what the Dockerfile must hold
+	// (what its owner accepted): Hash refuses other bytes with
+	// errdefs.ErrConflict, and a build sends only what was hashed.
+	AcceptedDockerfile []byte
 	// BuildNetwork is the network the Dockerfile's RUN steps have:
 	// NetworkNone (also for ""), NetworkDefault or NetworkHost. Not part
 	// of the recipe's hash: it changes what a build may reach, not what
@@ -138,9 +148,12 @@ func (r Recipe) Hash() (string, error) {
 	}
 	h := newRecipeHash(r)
 	if r.Dockerfile != "" {
-		bc, err := ReadContext(r.Dockerfile)
+		bc, err := ReadContext(r.Dockerfile, r.Within)
 		if err != nil {
 			return "", err
+		}
+		if r.AcceptedDockerfile != nil && !bytes.Equal(bc.Dockerfile, r.AcceptedDockerfile) {
+			return "", fmt.Errorf("the Dockerfile %s changed since it was accepted with its project file: accept it again (paddock project show, then allow) or undo the change: %w", r.Dockerfile, errdefs.ErrConflict)
 		}
 		if err := CheckDockerfile(bc.Dockerfile, r.network()); err != nil {
 			return "", fmt.Errorf("%s: %w", r.Dockerfile, err)

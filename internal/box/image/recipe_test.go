@@ -168,6 +168,17 @@ func TestRecipeHash(t *testing.T) {
 	if h := hash(Recipe{Dockerfile: df}); h != before {
 		t.Fatal("an ignored file changed the hash")
 	}
+	// A Dockerfile other than the one accepted has no hash.
+	accepted, err := os.ReadFile(df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := hash(Recipe{Dockerfile: df, AcceptedDockerfile: accepted}); h != before {
+		t.Fatal("the accepted Dockerfile changed the hash")
+	}
+	if _, err := (Recipe{Dockerfile: df, AcceptedDockerfile: append(accepted, "RUN x\n"...)}).Hash(); !errdefs.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "changed since it was accepted") {
+		t.Fatalf("a Dockerfile other than the accepted one: %v", err)
+	}
 	// A Dockerfile that breaks the contract has no hash.
 	write("Dockerfile", "FROM debian:bookworm\n", 0o644)
 	if _, err := (Recipe{Dockerfile: df}).Hash(); err == nil || !strings.Contains(err.Error(), "FROM ${PADDOCK_BASE}") {

@@ -80,7 +80,7 @@ func (r *Runner) AllowProject(ctx context.Context, req api.ProjectRequest) (api.
 	if !strings.EqualFold(req.Sum, f.Sum) {
 		return api.ProjectView{}, fmt.Errorf("%s changed since it was shown to you; read it again (paddock project show): %w", filepath.Join(ws, project.FileName), errdefs.ErrConflict)
 	}
-	if err := r.projects.Allow(ws, f.Sum, f.Raw); err != nil {
+	if err := r.projects.Allow(ws, f.Sum, f); err != nil {
 		return api.ProjectView{}, err
 	}
 	return api.ProjectView{Workspace: ws, Exists: true, Status: string(project.Allowed), Sum: f.Sum}, nil

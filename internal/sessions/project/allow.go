@@ -117,7 +117,7 @@ func (s *AllowStore) accepted(workspace string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("project allow store: %w", err)
 	}
 	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, MaxSize+1))
+	b, err := io.ReadAll(io.LimitReader(fh, MaxSize+MaxDockerfile+1024))
 	if err != nil {
 		return nil, false, fmt.Errorf("project allow store: %w", err)
 	}
@@ -128,9 +128,9 @@ func (s *AllowStore) accepted(workspace string) ([]byte, bool, error) {
 // (an absolute path, as the Runner resolved it: the same directory by
 // another path is another workspace to the store). A nil f (no file) is
 // Allowed: with no file there is nothing to accept. Otherwise the answer
-// is Allowed when the recorded bytes equal f.Raw, New (with the whole
-// file as the diff) when none are recorded, Changed (with the diff from
-// the recorded bytes) when others are.
+// is Allowed when the recorded bytes equal f.Accepted(), New (with the
+// whole of it as the diff) when none are recorded, Changed (with the diff
+// from the recorded bytes) when others are.
 func (s *AllowStore) Check(workspace string, f *File) (Decision, error) {
 	if _, err := s.record(workspace); err != nil {
 		return Decision{}, err
@@ -142,33 +142,31 @@ func (s *AllowStore) Check(workspace string, f *File) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	now := f.Accepted()
 	switch {
 	case !ok:
-		return Decision{Status: New, Diff: unifiedDiff("/dev/null", FileName, nil, f.Raw)}, nil
-	case bytes.Equal(old, f.Raw):
+		return Decision{Status: New, Diff: unifiedDiff("/dev/null", FileName, nil, now)}, nil
+	case bytes.Equal(old, now):
 		return Decision{Status: Allowed}, nil
 	}
-	return Decision{Status: Changed, Diff: unifiedDiff(FileName+" (allowed)", FileName+" (now)", old, f.Raw)}, nil
+	return Decision{Status: Changed, Diff: unifiedDiff(FileName+" (allowed)", FileName+" (now)", old, now)}, nil
 }
 
-// Allow records that the owner accepts raw as workspace's project file.
-// sum is the hex SHA-256 of the bytes the person was shown (File.Sum of
-// the file they read); when raw does not match it, the file changed in
-// between and nothing is recorded (errdefs.ErrConflict). raw must parse
-// (Parse): a file paddock would refuse anyway is not recorded
-// (errdefs.ErrInvalid). Allowing the bytes already allowed changes
+// Allow records that the owner accepts f (as Load read it: the file and
+// its Dockerfile) as workspace's project file. sum is the hex SHA-256 of
+// what the person was shown (File.Sum of the file they read); when f
+// does not match it, the file changed in between and nothing is recorded
+// (errdefs.ErrConflict). Allowing what is already allowed changes
 // nothing.
-func (s *AllowStore) Allow(workspace string, sum string, raw []byte) error {
+func (s *AllowStore) Allow(workspace string, sum string, f *File) error {
 	p, err := s.record(workspace)
 	if err != nil {
 		return err
 	}
+	raw := f.Accepted()
 	if got := Sum(raw); got != strings.ToLower(sum) {
 		return fmt.Errorf("%s changed since it was shown (it is now %.12s…, the copy shown was %.12s…): read it again and allow what it says now: %w",
 			filepath.Join(workspace, FileName), got, clip(sum), errdefs.ErrConflict)
-	}
-	if _, err := Parse(raw); err != nil {
-		return err
 	}
 	if err := atomicfile.Write(p, raw, 0o600); err != nil {
 		return fmt.Errorf("project allow store: %w", err)

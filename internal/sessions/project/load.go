@@ -74,11 +74,47 @@ func Load(workspace string) (*File, error) {
 		return nil, err
 	}
 	if f.Image.Dockerfile != "" {
-		if err := checkInside(workspace, f.Image.Dockerfile); err != nil {
+		if f.DockerfileText, err = readInside(workspace, f.Image.Dockerfile); err != nil {
 			return nil, err
 		}
+		f.Sum = Sum(f.Accepted())
 	}
 	return f, nil
+}
+
+// MaxDockerfile is the largest Dockerfile a project file may name.
+const MaxDockerfile = 1 << 20
+
+// readInside reads the Dockerfile rel (checkInside), at most
+// MaxDockerfile bytes.
+func readInside(workspace, rel string) ([]byte, error) {
+	if err := checkInside(workspace, rel); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", workspace, err)
+	}
+	defer root.Close()
+	fh, err := root.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &Error{Key: "image.dockerfile", Msg: fmt.Sprintf("%q cannot be read inside the workspace: %v", rel, unwrapPath(err))}
+	}
+	defer fh.Close()
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, &Error{Key: "image.dockerfile", Msg: fmt.Sprintf("%q is not a regular file", rel)}
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, MaxDockerfile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel, err)
+	}
+	if len(b) > MaxDockerfile {
+		return nil, &Error{Key: "image.dockerfile", Msg: fmt.Sprintf("%q is more than %d KiB", rel, MaxDockerfile>>10)}
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
 }
 
 // checkInside checks that rel (slash-separated, clean, relative) names a

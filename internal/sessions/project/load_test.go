@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,8 +103,20 @@ func TestLoad(t *testing.T) {
 					t.Fatalf("got %v, %v", f, err)
 				}
 				raw, _ := os.ReadFile(filepath.Join(ws, FileName))
-				if string(f.Raw) != string(raw) || f.Sum != Sum(raw) {
+				if string(f.Raw) != string(raw) || f.Sum != Sum(f.Accepted()) {
 					t.Fatal("Raw or Sum is not the file's")
+				}
+				// The Dockerfile is read with the file, and accepted
+				// with it.
+				if f.Image.Dockerfile == "" {
+					if f.DockerfileText != nil || f.Sum != Sum(raw) {
+						t.Fatalf("no Dockerfile, yet %q is accepted", f.Accepted())
+					}
+				} else {
+					want := string(raw) + "# ---- tools/paddock.Dockerfile, image.dockerfile (" + strconv.Itoa(len(raw)) + " bytes of .paddock.toml above, 7 bytes of it below) ----\nFROM x\n"
+					if string(f.DockerfileText) != "FROM x\n" || string(f.Accepted()) != want {
+						t.Fatalf("accepted %q, want %q", f.Accepted(), want)
+					}
 				}
 			default:
 				if err == nil || !strings.Contains(err.Error(), tc.want) {

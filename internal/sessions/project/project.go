@@ -78,10 +78,32 @@ type File struct {
 	// Egress is the session's network posture; Mode "" leaves it to the
 	// caller.
 	Egress Egress
-	// Raw is the file as read; Sum is the hex SHA-256 of Raw, what the
-	// owner's acceptance is recorded against (AllowStore).
-	Raw []byte
-	Sum string
+	// Raw is the file as read. DockerfileText is the Dockerfile that
+	// Image.Dockerfile names, as Load read it (nil from Parse, or with
+	// none): it says what runs in the image's build, so the owner
+	// accepts it with the file. Sum is the hex SHA-256 of Accepted(),
+	// what the owner's acceptance is recorded against (AllowStore).
+	Raw            []byte
+	DockerfileText []byte
+	Sum            string
+}
+
+// Accepted is what the owner accepts: the file's bytes, followed, when
+// it names a Dockerfile that Load read, by a line naming it with both
+// lengths (so the two parts cannot be told apart any other way) and the
+// Dockerfile's bytes.
+func (f *File) Accepted() []byte {
+	if f.DockerfileText == nil {
+		return f.Raw
+	}
+	var b bytes.Buffer
+	b.Write(f.Raw)
+	if len(f.Raw) > 0 && f.Raw[len(f.Raw)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "# ---- %s, image.dockerfile (%d bytes of %s above, %d bytes of it below) ----\n", f.Image.Dockerfile, len(f.Raw), FileName, len(f.DockerfileText))
+	b.Write(f.DockerfileText)
+	return b.Bytes()
 }
 
 // Image says what the session's image needs beyond paddock's own. At
