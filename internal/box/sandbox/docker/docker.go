@@ -273,7 +273,9 @@ func (b *Backend) containerSpec(o sandbox.CreateOptions, image string) (Spec, er
 			Init:           &no, // the guest is PID 1
 			Runtime:        o.Runtime,
 			Tmpfs: map[string]string{
-				"/tmp":         fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpSize),
+				// exec: Docker's tmpfs is noexec unless told, and
+				// toolchains run what they build there (go test).
+				"/tmp":         fmt.Sprintf("rw,nosuid,nodev,exec,size=%d,mode=1777", b.cfg.TmpSize),
 				"/run/paddock": fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", sandbox.BoxUID, sandbox.BoxUID),
 			},
 			Mounts: mounts,

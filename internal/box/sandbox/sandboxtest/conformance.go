@@ -315,6 +315,11 @@ func lifecycle(t *testing.T, s Setup) {
 	if code != 3 || out != fmt.Sprintf("%d\n%s\n", sandbox.BoxUID, sandbox.WorkspaceDir) {
 		t.Fatalf("exec: code %d out %q", code, out)
 	}
+	// A program written to /tmp runs: toolchains put what they build
+	// there (go test's test binaries, say).
+	if out, errs, code := b.Run(t, `d=$(mktemp -d) && cp /bin/sh "$d/sh" && "$d/sh" -c 'echo ran'`); code != 0 || out != "ran\n" {
+		t.Fatalf("a program in /tmp: code %d out %q %s", code, out, errs)
+	}
 	// A second, concurrent channel works too (a restarted Runner opens a new one).
 	c2 := Connect(t, be, bx.ID)
 	c2.Close()
