@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/paddockhq/paddock/internal/sessions/project"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -96,6 +97,7 @@ host, in the workspace (the latest, or the one named): its transcript comes into
 			if err != nil {
 				return err
 			}
+			noteProjectImage(o, req)
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -477,4 +479,28 @@ func stateText(s session.Session) string {
 		return "frozen"
 	}
 	return string(s.Observed)
+}
+
+// noteProjectImage says, before a create that may take minutes, that the
+// workspace's project file asks for an image the Runner may have to build
+// first. It reads the file as the person can; what it cannot read it
+// leaves to the Runner, which says what is wrong.
+func noteProjectImage(o IO, req api.CreateRequest) {
+	if req.NoProject || req.Workspace == "" {
+		return
+	}
+	f, err := project.Load(req.Workspace)
+	if err != nil || f == nil || (len(f.Image.Packages) == 0 && f.Image.Dockerfile == "") {
+		return
+	}
+	if req.Backend == "local" {
+		fmt.Fprintf(o.Stderr, "paddock run: a local box has this host's programs (its /usr, read-only): the [image] of %s is for docker sessions, and is not built\n", project.FileName)
+		return
+	}
+	what := "the Dockerfile " + f.Image.Dockerfile
+	if len(f.Image.Packages) > 0 {
+		what = "the packages " + strings.Join(f.Image.Packages, ", ")
+	}
+	fmt.Fprintf(o.Stderr, "paddock run: %s asks for an image with %s; a docker session of a recipe not built yet waits while the Runner builds it (minutes, once; its log shows the steps)\n",
+		project.FileName, what)
 }

@@ -278,6 +278,11 @@ type Docker struct {
 	// Runtime is the docker backend's runtime: a runtime the daemon has
 	// registered ("runsc", "kata"; "gvisor" finds runsc), "" for its default.
 	Runtime string `toml:"runtime"`
+	// BaseCache keeps the debootstrapped trees of project images' bases
+	// ([image] packages of a project file) between runs, so a Docker
+	// store that lost a base imports it again without debootstrap; ""
+	// is <state-dir>/docker/bases. An absolute path.
+	BaseCache string `toml:"base_cache"`
 }
 
 // Kubernetes configures the kubernetes backend ([kubernetes]): boxes as
@@ -661,6 +666,9 @@ func (c Config) Validate() error {
 	}
 	if c.Docker.Image == "" {
 		return &Error{Key: "docker.image", Msg: "must name an image (see paddock image build)"}
+	}
+	if c.Docker.BaseCache != "" && !strings.HasPrefix(c.Docker.BaseCache, "/") {
+		return &Error{Key: "docker.base_cache", Msg: fmt.Sprintf("%q must be an absolute path", c.Docker.BaseCache)}
 	}
 	if err := c.Kubernetes.validate(); err != nil {
 		return err

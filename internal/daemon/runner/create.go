@@ -68,6 +68,9 @@ func (r *Runner) CreateSession(ctx context.Context, req api.CreateRequest) (sess
 			return session.Session{}, err
 		}
 	}
+	if p.image, err = r.ensureProjectImage(ctx, &p, be.Name()); err != nil {
+		return session.Session{}, err
+	}
 	return r.create(ctx, p, be)
 }
 
@@ -92,6 +95,9 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 	s.Runtime = p.runtime
 	s.PushRefs = p.pushRefs
 	s.Env, s.Ports, s.Project = p.env, p.ports, p.project
+	if p.image != "" {
+		s.Project.Image = p.image
+	}
 	placeholders := map[string]string{} // one per secret: the box's tools hold one token per host
 	for _, g := range p.services {
 		if placeholders[g.Secret] == "" {
@@ -130,6 +136,9 @@ func (r *Runner) create(ctx context.Context, p createPlan, be sandbox.Backend) (
 			return s, err
 		}
 		s.ClaudeVersion = v
+	}
+	if p.image != "" {
+		co.Image = p.image
 	}
 	began := time.Now()
 	bx, err := be.Create(ctx, co)

@@ -162,6 +162,10 @@ type createPlan struct {
 	ports        []session.Port
 	project      *session.ProjectUse
 	projectImage project.Image
+	// projectDockerfile is the Dockerfile its owner accepted with the
+	// project file; image is the id of the box image made for it.
+	projectDockerfile []byte
+	image             string
 }
 
 // planCreate checks req against f and decides the session, with no I/O:

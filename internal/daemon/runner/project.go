@@ -153,7 +153,7 @@ func (p *createPlan) applyProject(req *api.CreateRequest, f createFacts) error {
 		p.project.Setup, p.project.SetupAllow = pf.Setup.Command, slices.Clone(pf.Setup.Allow)
 		p.project.SetupTimeoutS = int(pf.Setup.Timeout.Seconds())
 	}
-	p.projectImage = pf.Image
+	p.projectImage, p.projectDockerfile = pf.Image, pf.DockerfileText
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/paddockhq/paddock/internal/box/sandbox/sandboxtest"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/daemon/config"
+	"github.com/paddockhq/paddock/internal/sessions/project"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
@@ -165,4 +166,27 @@ command = "echo setting up; id -un > .setup-ran"
 	}
 	noSession("p4")
 	t.Logf("a failed setup refused in %s", time.Since(began).Round(time.Millisecond))
+
+	// An [image] on a local box: not built (the box has the host's
+	// programs), said in the log; the session is made all the same.
+	write("[image]\npackages = [\"golang\"]\n")
+	allow()
+	s5, err := r.CreateSession(ctx, api.CreateRequest{Name: "p5", Backend: "local", Workspace: ws, NoStart: true})
+	if err != nil || s5.Project == nil || s5.Project.Image != "" {
+		t.Fatalf("an [image] on a local box: %+v %v", s5.Project, err)
+	}
+	if !strings.Contains(logs.String(), "the project file's [image] is not built") {
+		t.Errorf("the log does not say the [image] was not built:\n%s", logs.String())
+	}
+	// Kubernetes pulls its image from a registry: refused, with the build
+	// that makes it; another Claude Code than the pin is refused too.
+	plan := &createPlan{workspace: ws, projectImage: project.Image{Packages: []string{"golang"}}}
+	if _, err := r.ensureProjectImage(ctx, plan, "kubernetes"); !errors.Is(err, errdefs.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "paddock image build --packages golang --push REPO") || !strings.Contains(err.Error(), "kubernetes.image") {
+		t.Errorf("an [image] on kubernetes: %v", err)
+	}
+	plan.claudeVersion = "2.0.1"
+	if _, err := r.ensureProjectImage(ctx, plan, "docker"); !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "drop --claude-version") {
+		t.Errorf("an [image] with another Claude Code: %v", err)
+	}
 }

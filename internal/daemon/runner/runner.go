@@ -124,7 +124,8 @@ type Runner struct {
 	bmu      sync.Mutex
 	backends map[string]sandbox.Backend
 
-	guestOnce sync.Once // guestBinary (backends.go)
+	guestOnce sync.Once  // guestBinary (backends.go)
+	imageMu   sync.Mutex // one project image made at a time (projectimage.go)
 	guestBin  string
 	guestErr  error
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
@@ -115,8 +116,14 @@ func (r *Runner) Wake(ctx context.Context, ref string) (session.Session, error) 
 				return s, err
 			}
 		}
+		if s.Project != nil && s.Project.Image != "" {
+			co.Image = s.Project.Image // by id: the image it was made from
+		}
 		bx, err := be.Create(ctx, co)
 		if err != nil {
+			if s.Project != nil && s.Project.Image != "" && errdefs.Is(err, errdefs.ErrNotFound) {
+				err = fmt.Errorf("the box of %s is gone, and so is the project image %s it was made from: remove the session and start another (its image is made again): %w", s.Name, s.Project.Image, err)
+			}
 			r.fail(&s, "re-create box: "+err.Error())
 			return s, err
 		}

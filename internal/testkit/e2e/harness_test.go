@@ -139,7 +139,7 @@ func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
 	if err := os.MkdirAll(e.dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n%s[claude]\nbinary = %q\n[docker]\nimage = %q\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\n%s[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
+	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n%s[claude]\nbinary = %q\n[docker]\nimage = %q\nbase_cache = \"/var/cache/paddock\"\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\n%s[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
 		up.URL, anthropic, e.claude, e.image, plan, relaySrv.URL) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
