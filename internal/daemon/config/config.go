@@ -321,7 +321,14 @@ type Kubernetes struct {
 	// UnsafeUnenforcedNetworkPolicy runs boxes on a cluster where paddock
 	// cannot prove that NetworkPolicy is enforced: their pods are then as
 	// isolated as the cluster's network makes them, nothing more.
-	UnsafeUnenforcedNetworkPolicy bool `toml:"unsafe_unenforced_network_policy"`
+	// ProjectRegistry is a repository (registry.example.com/team/paddock)
+	// the cluster pulls from, where the Runner pushes the images of
+	// project files ([image] of .paddock.toml), built on its host's
+	// Docker, with the login docker login stored for its user; pods name
+	// them by digest. "": a project file with [image] is refused on this
+	// backend.
+	ProjectRegistry               string `toml:"project_registry"`
+	UnsafeUnenforcedNetworkPolicy bool   `toml:"unsafe_unenforced_network_policy"`
 }
 
 // Toleration is a pod toleration (the fields of Kubernetes' own).

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/paddockhq/paddock/internal/testkit/fakeapi"
+	"github.com/paddockhq/paddock/internal/testkit/testenv"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -34,7 +37,7 @@ func TestMain(m *testing.M) {
 // registry: image_pull_policy Never), a namespace of the test's own, and
 // unsafe_unenforced_network_policy, since the test cluster enforces no
 // NetworkPolicy (its pods reach nothing by their network alone).
-func newKubeEnv(t testing.TB) *env {
+func newKubeEnv(t testing.TB, extra ...string) *env {
 	t.Helper()
 	c := k8stest.Start(t)
 	cli := imagetest.Docker(t)
@@ -47,10 +50,61 @@ func newKubeEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	e := newEnv(t, "[kubernetes]", fmt.Sprintf("kubeconfig = %q", c.Kubeconfig), fmt.Sprintf("namespace = %q", ns),
-		fmt.Sprintf("image = %q", imagetest.Tag), `image_pull_policy = "Never"`, "unsafe_unenforced_network_policy = true")
+	e := newEnv(t, append([]string{"[kubernetes]", fmt.Sprintf("kubeconfig = %q", c.Kubeconfig), fmt.Sprintf("namespace = %q", ns),
+		fmt.Sprintf("image = %q", imagetest.Tag), `image_pull_policy = "Never"`, "unsafe_unenforced_network_policy = true"}, extra...)...)
 	e.kube, e.kubeNS = c, ns
 	return e
+}
+
+// TestProjectImageOnKubernetes: with kubernetes.project_registry, a clone
+// session on a pod of a repository whose project file asks for Debian's
+// golang gets the image the Runner built and pushed to that registry (a
+// docker-registry on loopback, which the cluster's containerd pulls from
+// over plain http), named by digest; the setup and the real Claude Code's
+// Bash tool run go test ./... in the pod's clone; the second session is
+// made from the same pushed image. Without project_registry the create is
+// refused with what to set. (Before TestSessionOnKubernetes, which
+// releases the cluster.)
+func TestProjectImageOnKubernetes(t *testing.T) {
+	testenv.LookPath(t, "debootstrap")
+	repo := startRegistry(t) + "/paddock-projects"
+	e := newKubeEnv(t, fmt.Sprintf("project_registry = %q", repo))
+	ws := projectRepo(t)
+	e.pd("project", "allow", ws)
+	var image string
+	defer func() {
+		if image != "" {
+			exec.Command("docker", "image", "rm", "-f", image).Run()
+		}
+	}()
+	e.fake.SetSteps([]fakeapi.Step{
+		{Name: "Bash", Input: map[string]any{"command": "cd /workspace && go test ./... > /tmp/go-test.out 2>&1; echo exit=$? >> /tmp/go-test.out", "description": "run the tests"}},
+	})
+	defer e.fake.SetSteps(nil)
+	e.pd("run", "-d", "--name", "kproj-one", "--backend", "kubernetes", "--workspace", ws, "--clone")
+	defer e.pdRun("rm", "-f", "kproj-one")
+	one := e.inspect("kproj-one")
+	if one.Project == nil || !strings.HasPrefix(one.Project.Image, repo+"@sha256:") {
+		t.Fatalf("the session's image is not the pushed one: %+v", one.Project)
+	}
+	image = one.Project.Image
+	if one.Project.SetupResult == nil || one.Project.SetupResult.Exit != 0 {
+		t.Fatalf("the setup: %+v", one.Project.SetupResult)
+	}
+	if got := e.pd("exec", "kproj-one", "--", "cat", "/workspace/.setup-go"); !strings.HasPrefix(got, "go version go1.") {
+		t.Fatalf("the setup's go version: %q", got)
+	}
+	e.waitScreen("kproj-one", promptReady, 60*time.Second)
+	e.typeLine("kproj-one", fakeapi.StepsKeyword+" run the tests")
+	e.waitScreen("kproj-one", fakeapi.StepsDone, 120*time.Second)
+	if out := e.pd("exec", "kproj-one", "--", "cat", "/tmp/go-test.out"); !strings.Contains(out, "ok  \texample.org/hello") || !strings.HasSuffix(out, "exit=0\n") {
+		t.Fatalf("go test in the pod, from claude's Bash tool: %q", out)
+	}
+	e.pd("run", "-d", "--name", "kproj-two", "--backend", "kubernetes", "--workspace", ws, "--clone")
+	defer e.pdRun("rm", "-f", "kproj-two")
+	if two := e.inspect("kproj-two"); two.Project == nil || two.Project.Image != one.Project.Image {
+		t.Fatalf("the second session's image: %+v, the first's %s", two.Project, one.Project.Image)
+	}
 }
 
 // TestSessionOnKubernetes: a session whose box is a pod, as a user drives

@@ -25,22 +25,7 @@ import (
 func TestProjectImage(t *testing.T) {
 	testenv.LookPath(t, "debootstrap")
 	e := newEnv(t)
-	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
-	files := map[string]string{
-		"go.mod":        "module example.org/hello\n\ngo 1.19\n",
-		"hello.go":      "package hello\n\n// Hello greets.\nfunc Hello() string { return \"hello\" }\n",
-		"hello_test.go": "package hello\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {\n\tif Hello() != \"hello\" {\n\t\tt.Fatal(Hello())\n\t}\n}\n",
-		".paddock.toml": "[image]\npackages = [\"golang\"]\n\n[setup]\ncommand = \"go version > .setup-go\"\n",
-	}
-	for p, c := range files {
-		if err := os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(filepath.Join(ws, p), sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner); err != nil {
-			t.Fatal(err)
-		}
-	}
-
+	ws := projectRepo(t)
 	var image string
 	defer func() { // after the sessions' boxes are gone
 		if image != "" {
@@ -101,11 +86,44 @@ func TestProjectImage(t *testing.T) {
 
 	// The box edits the project file: the next session is refused, with
 	// the diff, until it is allowed again.
-	if err := os.WriteFile(filepath.Join(ws, ".paddock.toml"), []byte("effort = \"high\"\n"+files[".paddock.toml"]), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(ws, ".paddock.toml"), []byte("effort = \"high\"\n"+projectFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, errs, code = e.pdRun("run", "-d", "--name", "proj-three", "--backend", "docker", "--workspace", ws)
 	if code == 0 || !strings.Contains(errs, "changed since you allowed it") || !strings.Contains(errs, "+effort = \"high\"") {
 		t.Fatalf("a changed project file: exit %d\n%s", code, errs)
 	}
+}
+
+// projectFile asks for Debian's golang and a setup command that uses it.
+const projectFile = "[image]\npackages = [\"golang\"]\n\n[setup]\ncommand = \"go version > .setup-go\"\n"
+
+// projectRepo is a git repository of a user's, committed: a small Go
+// module with a test, and projectFile.
+func projectRepo(t *testing.T) string {
+	t.Helper()
+	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
+	files := map[string]string{
+		"go.mod":        "module example.org/hello\n\ngo 1.19\n",
+		"hello.go":      "package hello\n\n// Hello greets.\nfunc Hello() string { return \"hello\" }\n",
+		"hello_test.go": "package hello\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {\n\tif Hello() != \"hello\" {\n\t\tt.Fatal(Hello())\n\t}\n}\n",
+		".paddock.toml": projectFile,
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostGit(t, ws, "-c", "init.defaultBranch=main", "init", "-q")
+	hostGit(t, ws, "add", "-A")
+	hostGit(t, ws, "-c", "user.name=Init", "-c", "user.email=init@example.org", "commit", "-q", "-m", "init")
+	if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ws
 }

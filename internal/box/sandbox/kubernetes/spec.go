@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -150,7 +151,7 @@ func (b *Backend) podSpec(session, image, runtimeClass string, l sandbox.Limits)
 			Containers: []corev1.Container{{
 				Name:            containerName,
 				Image:           image,
-				ImagePullPolicy: b.cfg.ImagePullPolicy,
+				ImagePullPolicy: b.pullPolicy(image),
 				Command:         []string{GuestPath, "guest", "--setid-guard", "--socket", sandbox.GuestSocket},
 				WorkingDir:      sandbox.WorkspaceDir,
 				Env: []corev1.EnvVar{
@@ -201,3 +202,18 @@ func (b *Backend) podSpec(session, image, runtimeClass string, l sandbox.Limits)
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// digestRef is an image reference pinned by a whole digest.
+var digestRef = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
+
+// pullPolicy is the pull policy of a box of image: the configured one,
+// but IfNotPresent for an image other than Config.Image that is pinned by
+// digest (a project's image, pushed to a registry the cluster pulls
+// from) where the configured one is Never (an image already on the
+// nodes, which a project's is not).
+func (b *Backend) pullPolicy(image string) corev1.PullPolicy {
+	if b.cfg.ImagePullPolicy == corev1.PullNever && image != b.cfg.Image && digestRef.MatchString(image) {
+		return corev1.PullIfNotPresent
+	}
+	return b.cfg.ImagePullPolicy
+}

@@ -180,3 +180,26 @@ func TestHostWorkspaceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPullPolicy: a project's image pinned by digest is pulled if not
+// present even where the configured image is never pulled (it is on the
+// nodes; a project's, pushed by the Runner, is not); any other image
+// keeps the configured policy.
+func TestPullPolicy(t *testing.T) {
+	b := testBackend(t, Config{Namespace: "ns", Owner: "o1", Image: "paddock/box:claude-1", ImagePullPolicy: corev1.PullNever})
+	for image, want := range map[string]corev1.PullPolicy{
+		"paddock/box:claude-1":               corev1.PullNever,
+		"reg.example/p@sha256:" + hex64('a'): corev1.PullIfNotPresent,
+		"reg.example/p:floating":             corev1.PullNever,
+	} {
+		if got := b.podSpec("s1", image, "", b.cfg.limits(sandbox.Limits{})).Spec.Containers[0].ImagePullPolicy; got != want {
+			t.Errorf("%s: %s, want %s", image, got, want)
+		}
+	}
+	b = testBackend(t, Config{Namespace: "ns", Owner: "o1", Image: "r/b@sha256:" + hex64('b'), ImagePullPolicy: corev1.PullAlways})
+	if got := b.podSpec("s1", "reg.example/p@sha256:"+hex64('a'), "", b.cfg.limits(sandbox.Limits{})).Spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
+		t.Errorf("with Always configured: %s", got)
+	}
+}
+
+func hex64(c byte) string { return strings.Repeat(string(c), 64) }
