@@ -114,16 +114,6 @@ func projectRepo(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	hostGit(t, ws, "-c", "init.defaultBranch=main", "init", "-q")
-	hostGit(t, ws, "add", "-A")
-	hostGit(t, ws, "-c", "user.name=Init", "-c", "user.email=init@example.org", "commit", "-q", "-m", "init")
-	if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	commitAsOwner(t, ws)
 	return ws
 }

@@ -36,17 +36,7 @@ func ownedRepo(t *testing.T) string {
 	if err := os.Chmod(filepath.Join(ws, "main.txt"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	hostGit(t, ws, "-c", "init.defaultBranch=main", "init", "-q")
-	hostGit(t, ws, "add", "-A")
-	hostGit(t, ws, "-c", "user.name=Init", "-c", "user.email=init@example.org", "commit", "-q", "-m", "init")
-	if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	commitAsOwner(t, ws)
 	return ws
 }
 
@@ -345,5 +335,22 @@ func TestReadmeThirtySeconds(t *testing.T) {
 				t.Fatalf("the checkout is not clean after the session: %q", out)
 			}
 		})
+	}
+}
+
+// commitAsOwner makes ws a git repository of its files, one commit on
+// main, everything in it owned by sandboxtest.WorkspaceOwner.
+func commitAsOwner(t *testing.T, ws string) {
+	t.Helper()
+	hostGit(t, ws, "-c", "init.defaultBranch=main", "init", "-q")
+	hostGit(t, ws, "add", "-A")
+	hostGit(t, ws, "-c", "user.name=Init", "-c", "user.email=init@example.org", "commit", "-q", "-m", "init")
+	if err := filepath.Walk(ws, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, sandboxtest.WorkspaceOwner, sandboxtest.WorkspaceOwner)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
