@@ -71,10 +71,11 @@ func TestProjectImageOnKubernetes(t *testing.T) {
 	e := newKubeEnv(t, fmt.Sprintf("project_registry = %q", repo))
 	ws := projectRepo(t)
 	e.pd("project", "allow", ws)
-	var image string
-	defer func() {
-		if image != "" {
-			exec.Command("docker", "image", "rm", "-f", image).Run()
+	defer func() { // every tag the push left, and the image when nothing else names it
+		if ids, err := exec.Command("docker", "images", "-q", repo).Output(); err == nil {
+			for _, id := range strings.Fields(string(ids)) {
+				exec.Command("docker", "image", "rm", "-f", id).Run()
+			}
 		}
 	}()
 	e.fake.SetSteps([]fakeapi.Step{
@@ -87,7 +88,6 @@ func TestProjectImageOnKubernetes(t *testing.T) {
 	if one.Project == nil || !strings.HasPrefix(one.Project.Image, repo+"@sha256:") {
 		t.Fatalf("the session's image is not the pushed one: %+v", one.Project)
 	}
-	image = one.Project.Image
 	if one.Project.SetupResult == nil || one.Project.SetupResult.Exit != 0 {
 		t.Fatalf("the setup: %+v", one.Project.SetupResult)
 	}
