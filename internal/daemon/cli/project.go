@@ -111,10 +111,10 @@ func printProject(o IO, v api.ProjectView) {
 	case v.Status == "allowed":
 		fmt.Fprintf(o.Stderr, "%s/.paddock.toml: accepted as it is (sha256 %s)\n", v.Workspace, v.Sum)
 	case v.Status == "new":
-		fmt.Fprintf(o.Stderr, "%s/.paddock.toml is new to paddock; the whole file:\n", v.Workspace)
+		fmt.Fprintf(o.Stderr, "%s/.paddock.toml is new to paddock; the whole file (and the Dockerfile it names, if any), then `paddock project allow %s` to use it:\n", v.Workspace, v.Workspace)
 		fmt.Fprint(o.Stdout, v.Diff)
 	default:
-		fmt.Fprintf(o.Stderr, "%s/.paddock.toml changed since you accepted it:\n", v.Workspace)
+		fmt.Fprintf(o.Stderr, "%s/.paddock.toml changed since you accepted it (its Dockerfile included); `paddock project allow %s` uses it as it is now:\n", v.Workspace, v.Workspace)
 		fmt.Fprint(o.Stdout, v.Diff)
 	}
 }
