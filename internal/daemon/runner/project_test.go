@@ -155,6 +155,13 @@ command = "echo setting up; id -un > .setup-ran"
 		t.Fatalf("a secret in env: %v", err)
 	}
 	noSession("p3")
+	// An unknown key: named, with the keys its table takes.
+	write("[image]\npkgs = [\"golang\"]\n")
+	_, err = r.CreateSession(ctx, api.CreateRequest{Name: "p3", Backend: "local", Workspace: ws})
+	if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "unknown key image.pkgs") || !strings.Contains(err.Error(), "takes packages, dockerfile") {
+		t.Fatalf("an unknown key: %v", err)
+	}
+	noSession("p3")
 
 	// A setup that fails: its output in the error, no session left.
 	write("[setup]\ncommand = \"echo the build broke >&2; exit 3\"\n")
