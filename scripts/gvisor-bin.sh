@@ -18,8 +18,12 @@ DIR=/var/cache/paddock/gvisor/$VERSION
 export PATH="/usr/local/go/bin:$PATH"
 
 say() { printf '\033[1mgvisor-bin:\033[0m %s\n' "$*"; }
+# reports: runsc at $1 says it is $VERSION. (Its output read whole first:
+# grep -q in a pipe may exit before runsc writes its second line, and with
+# pipefail runsc's SIGPIPE would fail the check.)
+reports() { local v; v=$("$1" --version 2>/dev/null) || return 1; grep -qx "runsc version $VERSION" <<<"$v"; }
 
-if "$DIR/runsc" --version 2>/dev/null | grep -qx "runsc version $VERSION"; then
+if reports "$DIR/runsc"; then
   say "runsc $VERSION cached in $DIR"
   exit 0
 fi
@@ -31,5 +35,5 @@ export GOFLAGS=-mod=mod CGO_ENABLED=0
 go get "gvisor.dev/gvisor@$VERSION"
 go build -trimpath -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$VERSION" -o "$DIR/runsc.new" gvisor.dev/gvisor/runsc
 mv "$DIR/runsc.new" "$DIR/runsc"
-"$DIR/runsc" --version | grep -qx "runsc version $VERSION" || { say "runsc --version does not report $VERSION"; exit 1; }
+reports "$DIR/runsc" || { say "runsc --version does not report $VERSION"; exit 1; }
 say "runsc $VERSION built"
