@@ -107,6 +107,12 @@ func TestProjectImageOnKubernetes(t *testing.T) {
 	}
 }
 
+// TestPreviewOnKubernetes is TestPreviewInChromium on a pod. (Before
+// TestSessionOnKubernetes, which releases the cluster.)
+func TestPreviewOnKubernetes(t *testing.T) {
+	previewInChromium(t, newKubeEnv(t), "kubernetes")
+}
+
 // TestSessionOnKubernetes: a session whose box is a pod, as a user drives
 // it: the real pinned Claude Code has a turn through the credential proxy
 // over the exec channel; the Runner is killed (-9) and restarted and

@@ -55,15 +55,22 @@ func httpBody(t *testing.T, u, want string) string {
 	return ""
 }
 
-// TestPreviewInChromium: a dev server started in a box answers through
+// TestPreviewInChromium: on the local and docker backends (kubernetes:
+// TestPreviewOnKubernetes), a dev server started in a box answers through
 // paddock port on the host, and through the web page's "open preview"
 // button in Chromium: its page, on an origin of its own, and a WebSocket
 // echo through it; once the session sleeps nothing answers.
 func TestPreviewInChromium(t *testing.T) {
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) { previewInChromium(t, newEnv(t), backend) })
+	}
+}
+
+// previewInChromium is TestPreviewInChromium's check on one backend of e.
+func previewInChromium(t *testing.T, e *env, backend string) {
 	chromium := testenv.LookPath(t, "chromium")
-	e := newEnv(t)
 	name := "pv"
-	e.pd("run", "-d", "--name", name, "--backend", "local")
+	e.pd("run", "-d", "--name", name, "--backend", backend)
 	e.waitScreen(name, promptReady, 30*time.Second)
 	e.startPreviewServer(name, "5173")
 	out, errs, code := e.pdRun("port", name, "5173")
@@ -118,7 +125,7 @@ func TestPreviewInChromium(t *testing.T) {
 	if k, _ := chromedp.Run(pctx, chromedp.Evaluate[string](`JSON.stringify(Object.keys(localStorage))`)); k != "[]" {
 		t.Fatalf("the preview's origin has storage: %s", k)
 	}
-	screenshot(t, pctx, "web-preview.png")
+	screenshot(t, pctx, "web-preview-"+backend+".png")
 
 	// Asleep: neither the host port nor the preview answers.
 	e.pd("sleep", name)
