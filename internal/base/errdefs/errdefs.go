@@ -14,6 +14,9 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrForbidden: the caller may not do this, whatever the input.
 	ErrForbidden = errors.New("forbidden")
+	// ErrUnauthorized: the caller did not say who they are in a way the
+	// Runner accepts (no API token, or one it does not know).
+	ErrUnauthorized = errors.New("unauthorized")
 	// ErrUnavailable: a dependency (the Runner, a backend, the credential) is missing.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrLimit: a configured limit (a person's sessions, tokens) is reached;

@@ -11,6 +11,8 @@
 //	  <session id>     session record (internal/sessions/session)
 //	tokens/
 //	  <sha256 hex>     token record: session id, kind, issued, revoked (internal/credentials/sessiontoken)
+//	api_tokens/
+//	  <token id>       API token: owner uid, scope, name, sha256 of the secret (internal/daemon/apitoken)
 //
 // Every Put is durable when it returns (bbolt fsyncs each transaction).
 package store
@@ -33,6 +35,8 @@ const (
 	BucketMeta     = "meta"
 	BucketSessions = "sessions"
 	BucketTokens   = "tokens"
+	// BucketAPITokens holds people's API tokens (package apitoken).
+	BucketAPITokens = "api_tokens"
 )
 
 // KV is one entry of a bucket.

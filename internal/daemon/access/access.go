@@ -184,7 +184,7 @@ func (g *Guard) record(p people.Person, action string, s *session.Session, err e
 	if g.audit == nil {
 		return
 	}
-	e := audit.Entry{User: p.Name, UID: p.UID, Action: action}
+	e := audit.Entry{User: p.Name, UID: p.UID, Action: action, Via: p.Via}
 	if s != nil && s.ID != "" {
 		e.Session, e.SessionName, e.Owner = s.ID, s.Name, s.Owner.Name
 		e.Admin = p.Admin && s.RoleOf(p.UID) == session.RoleNone

@@ -73,6 +73,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, errdefs.ErrForbidden):
 		return http.StatusForbidden, "forbidden"
+	case errors.Is(err, errdefs.ErrUnauthorized):
+		return http.StatusUnauthorized, "unauthorized"
 	case errors.Is(err, errdefs.ErrUnavailable):
 		return http.StatusServiceUnavailable, "unavailable"
 	case errors.Is(err, errdefs.ErrLimit):
@@ -88,7 +90,7 @@ func statusOf(err error) (int, string) {
 // kindErr maps a kind back to its sentinel on the client side.
 var kindErr = map[string]error{
 	"not_found": errdefs.ErrNotFound, "conflict": errdefs.ErrConflict, "invalid": errdefs.ErrInvalid,
-	"forbidden": errdefs.ErrForbidden, "unavailable": errdefs.ErrUnavailable, "limit": errdefs.ErrLimit,
+	"forbidden": errdefs.ErrForbidden, "unauthorized": errdefs.ErrUnauthorized, "unavailable": errdefs.ErrUnavailable, "limit": errdefs.ErrLimit,
 	"command_not_found": errdefs.ErrCommandNotFound, "command_cannot_run": errdefs.ErrCommandCannotRun,
 }
 
@@ -104,7 +106,7 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 // Handler serves the API for b.
-func Handler(b Backend) http.Handler {
+func Handler(b Backend) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		h, err := b.Health(r.Context())
@@ -146,6 +148,10 @@ func Handler(b Backend) http.Handler {
 	peopleRoutes(mux, b)
 	loginRoutes(mux, b)
 	waitRoute(mux, b)
+	eventRoutes(mux, b)
+	tokenRoutes(mux, b)
+	openAPIRoute(mux)
+	turnRoute(mux, b)
 	usageRoute(mux, b)
 	ledgerRoute(mux, b)
 	portableRoutes(mux, b)

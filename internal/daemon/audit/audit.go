@@ -83,6 +83,9 @@ type Entry struct {
 	Detail string `json:"detail,omitempty"`
 	// Admin marks an admin acting on someone else's session.
 	Admin bool `json:"admin,omitempty"`
+	// Via is how the person reached the Runner when not its socket or the
+	// web page: "token ID" for an API token.
+	Via string `json:"via,omitempty"`
 	// Error says why, when the action was refused or failed.
 	Error string `json:"error,omitempty"`
 	// Suppressed, on an ActionSuppressed entry, is how many refusals of
@@ -142,6 +145,10 @@ const (
 	// The owner's paddock credential login and logout (who did it).
 	ActionCredentialLogin  = "credential-login"
 	ActionCredentialLogout = "credential-logout"
+	// API tokens made and revoked (Target: the token's id, Detail: its
+	// scope and name).
+	ActionTokenCreate = "token-create"
+	ActionTokenRemove = "token-rm"
 	// ActionSuppressed counts a person's refusals that went over the rate
 	// and were not recorded (Suppressed); Detail says which actions. It
 	// has the session of those refusals if they were all on one.
@@ -491,7 +498,7 @@ func marshalLine(e Entry) ([]byte, error) {
 // clamp cuts the fields of e to b, in place; e.Argv is replaced, never
 // written to. The last item of Argv kept says how many more there were.
 func clamp(e *Entry, b bounds) {
-	for _, p := range []*string{&e.User, &e.Action, &e.Session, &e.SessionName, &e.Owner, &e.Role, &e.Target} {
+	for _, p := range []*string{&e.User, &e.Action, &e.Session, &e.SessionName, &e.Owner, &e.Role, &e.Target, &e.Via} {
 		*p = clip(*p, b.field)
 	}
 	e.Detail, e.Error = clip(e.Detail, b.detail), clip(e.Error, b.err)

@@ -84,7 +84,7 @@ func exitCode(err error) int {
 		return 3
 	case errors.Is(err, errdefs.ErrNotFound):
 		return 4
-	case errors.Is(err, errdefs.ErrConflict), errors.Is(err, errdefs.ErrForbidden), errors.Is(err, errdefs.ErrLimit), errors.Is(err, statedir.ErrLocked):
+	case errors.Is(err, errdefs.ErrConflict), errors.Is(err, errdefs.ErrForbidden), errors.Is(err, errdefs.ErrUnauthorized), errors.Is(err, errdefs.ErrLimit), errors.Is(err, statedir.ErrLocked):
 		return 5
 	}
 	return 1
@@ -151,6 +151,8 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		fetchCmd(g, o),
 		mergeCmd(g, o),
 		sendCmd(g, o),
+		tokenCmd(g, o),
+		eventsCmd(g, o),
 		portCmd(g, o),
 		projectCmd(g, o),
 	)

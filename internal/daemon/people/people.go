@@ -28,6 +28,9 @@ type Person struct {
 	Name string `json:"name"`
 	// Admin: root or the Runner's own user; sees and may do everything.
 	Admin bool `json:"admin,omitempty"`
+	// Via is how they reach the Runner when it is not its socket or the
+	// web page's login: "token ID" for an API token (audit.Entry.Via).
+	Via string `json:"via,omitempty"`
 }
 
 func (p Person) String() string {

@@ -48,6 +48,12 @@ type actEntry struct {
 	// prompts counts the prompts claude took (UserPromptSubmit of its
 	// conversation): SendMessage's proof that claude took a message.
 	prompts uint64
+	// promptPending: claude was started with a first prompt (paddock run
+	// --prompt, a create with a prompt) it has not taken yet. Until it
+	// does, its activity stays starting: it is not waiting for anyone,
+	// and a wait for waiting must see the prompt's turn, not the moment
+	// before it.
+	promptPending bool
 }
 
 // Bounds on the reports of one box as the Runner reads them, after the
@@ -97,10 +103,11 @@ func (r *Runner) overlayActivity(ss []session.Session) {
 
 // claudeStarted records that claude was just (re)started in s's box: its
 // activity is starting until its SessionStart hook says it waits at its
-// prompt. launch calls it, under the session's lock; s is saved by the
-// caller. The box's supervisor notes its OOM kills now (a new link's
+// prompt, or, started with a first prompt (withPrompt), until it takes
+// that prompt. launch calls it, under the session's lock; s is saved by
+// the caller. The box's supervisor notes its OOM kills now (a new link's
 // does when it starts).
-func (r *Runner) claudeStarted(s *session.Session) {
+func (r *Runner) claudeStarted(s *session.Session, withPrompt bool) {
 	now := time.Now().UTC()
 	sl := r.pin(s.ID)
 	defer r.unpin(sl)
@@ -108,6 +115,7 @@ func (r *Runner) claudeStarted(s *session.Session) {
 	e := sl.activityOf(s)
 	e.a = activity.Activity{State: activity.Starting, Since: now}
 	e.conv, e.endReason = s.ClaudeSessionID, ""
+	e.promptPending = withPrompt
 	e.gen++
 	s.Activity = e.a
 	var sup *supervisor
@@ -149,6 +157,7 @@ func (r *Runner) activityChanged(s session.Session, prev, a activity.Activity) {
 		return
 	}
 	r.log.Debug("session activity", logkey.Session, s.ID, "activity", string(a.State), "was", string(prev.State))
+	r.events.ActivityChanged(s.ID, s.Name, prev, a)
 	if a.State == activity.Waiting || a.State == activity.Exited {
 		r.notify(s, a)
 	}
@@ -272,9 +281,13 @@ func (r *Runner) applyReport(sl *slot, rep activity.Report) (check bool) {
 	took := rep.Event == activity.EventUserPromptSubmit && rep.SessionID == e.conv
 	if took {
 		e.prompts++
+		e.promptPending = false
 	}
 	prev := e.a
 	next, changed, effect := activity.Apply(e.a, rep, e.conv, now)
+	if e.promptPending && next.State == activity.Waiting {
+		changed = false // the first prompt comes next: still starting
+	}
 	if changed {
 		e.a = next
 	}

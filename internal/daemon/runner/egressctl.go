@@ -383,5 +383,6 @@ func (r *Runner) notifyPending(p egress.Pending) {
 		}
 		return
 	}
+	r.events.Pending(s.ID, s.Name, p.Host, p.Port)
 	r.notifyEgress(s, fmt.Sprintf("%s:%d", p.Host, p.Port))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/box/channel"
 	"github.com/paddockhq/paddock/internal/box/sandbox"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/sessions/claudecode"
@@ -60,22 +61,15 @@ func (r *Runner) readTranscript(ctx context.Context, s session.Session) (*ledger
 		return nil, nil, fmt.Errorf("session %q is %s: its transcript is read through its running box; wake it (paddock wake %s), or export the ledger without --with-transcript: %w",
 			s.Name, s.Observed, s.Name, errdefs.ErrConflict)
 	}
-	if err := r.waitAdopted(ctx); err != nil {
+	cl, err := r.transcriptClient(ctx, s, "read its transcript")
+	if err != nil {
 		return nil, nil, err
-	}
-	// A frozen box answers nothing: it is thawed, as for an exec.
-	if err := r.thawIfFrozen(ctx, s.ID); err != nil {
-		return nil, nil, err
-	}
-	lv := r.getLive(s.ID)
-	if lv == nil || lv.link == nil {
-		return nil, nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet; try again in a moment: %w", s.Name, errdefs.ErrUnavailable)
 	}
 	file := claudecode.TranscriptPath(sandbox.HomeDir, sandbox.WorkspaceDir, s.ClaudeSessionID)
 	// The main transcript, then each subagent's (Claude Code keeps them in
 	// <session id>/subagents/), each ending in a newline; the last
 	// transcriptMax+1 bytes of all that tell whether it was cut.
-	out, code, err := runInLimits(lv.link.Client, 30*time.Second, transcriptMax+2, []string{"PATH=/usr/bin:/bin"}, nil,
+	out, code, err := runInLimits(cl, 30*time.Second, transcriptMax+2, []string{"PATH=/usr/bin:/bin"}, nil,
 		"sh", "-c", transcriptScript, "sh", file, path.Join(strings.TrimSuffix(file, ".jsonl"), "subagents"), strconv.Itoa(transcriptMax+1))
 	if err != nil || code != 0 {
 		return nil, nil, fmt.Errorf("read the transcript of session %q in its box: exit %d: %v: %w", s.Name, code, err, errdefs.ErrUnavailable)
@@ -95,6 +89,27 @@ func (r *Runner) readTranscript(ctx context.Context, s session.Session) (*ledger
 	}
 	read.Lines, read.Skipped, read.Problems, read.Calls = tr.Lines, tr.Skipped, tr.Problems, len(tr.ToolUses)
 	return tr, read, nil
+}
+
+// transcriptClient is the channel to s's running box, thawed if it was
+// frozen, through which its transcript is read (to do what).
+func (r *Runner) transcriptClient(ctx context.Context, s session.Session, what string) (*channel.Client, error) {
+	if s.Observed != session.Running {
+		return nil, fmt.Errorf("session %q is %s: paddock can %s only while it runs; wake it (paddock wake %s): %w",
+			s.Name, s.Observed, what, s.Name, errdefs.ErrConflict)
+	}
+	if err := r.waitAdopted(ctx); err != nil {
+		return nil, err
+	}
+	// A frozen box answers nothing: it is thawed, as for an exec.
+	if err := r.thawIfFrozen(ctx, s.ID); err != nil {
+		return nil, err
+	}
+	lv := r.getLive(s.ID)
+	if lv == nil || lv.link == nil {
+		return nil, fmt.Errorf("session %q runs but the Runner has no channel to it yet; try again in a moment: %w", s.Name, errdefs.ErrUnavailable)
+	}
+	return lv.link.Client, nil
 }
 
 var _ api.Ledgerer = (*Runner)(nil)

@@ -31,6 +31,7 @@ import (
 	"github.com/paddockhq/paddock/internal/credentials/sessiontoken"
 	"github.com/paddockhq/paddock/internal/daemon/access"
 	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/daemon/apitoken"
 	"github.com/paddockhq/paddock/internal/daemon/audit"
 	"github.com/paddockhq/paddock/internal/daemon/config"
 	"github.com/paddockhq/paddock/internal/daemon/metrics"
@@ -41,6 +42,7 @@ import (
 	servicep "github.com/paddockhq/paddock/internal/proxy/service"
 	"github.com/paddockhq/paddock/internal/proxy/tlsterm"
 	"github.com/paddockhq/paddock/internal/sessions/decisionlog"
+	"github.com/paddockhq/paddock/internal/sessions/events"
 	"github.com/paddockhq/paddock/internal/sessions/limits"
 	"github.com/paddockhq/paddock/internal/sessions/project"
 	"github.com/paddockhq/paddock/internal/sessions/session"
@@ -108,6 +110,11 @@ type Runner struct {
 	// (live.go, where the lock order is written down).
 	sess sessionsState
 	act  activityState // changes of claude's activity, broadcast (activity.go)
+	// events is the stream the API serves (GET /v1/events): activity,
+	// turns, decisions, approvals and lifecycle of every session.
+	events *events.Hub
+	// apiTokens are people's API tokens for the API on the web listener.
+	apiTokens *apitoken.Store
 	// ports are the published ports' listeners (ports.go).
 	ports portsState
 	// projects are the project files people accepted (project.go).
@@ -144,6 +151,7 @@ func New(opts Options) (_ *Runner, err error) {
 		egressConns: newChanListener(),
 		sess:        sessionsState{m: map[string]*slot{}},
 		adopted:     make(chan struct{}),
+		events:      events.New(),
 		backends:    map[string]sandbox.Backend{}}
 	for k, v := range opts.Backends {
 		r.backends[k] = v
@@ -168,6 +176,7 @@ func New(opts Options) (_ *Runner, err error) {
 	if r.id, err = runnerID(r.store); err != nil {
 		return nil, err
 	}
+	r.apiTokens = apitoken.New(r.store)
 	if r.tokens, err = sessiontoken.New(r.store); err != nil {
 		return nil, err
 	}
@@ -218,7 +227,7 @@ func New(opts Options) (_ *Runner, err error) {
 		Policy:                      r.policy,
 		Resolver:                    opts.EgressResolver,
 		Log:                         r.log.With(logkey.Component, "egress"),
-		Decisions:                   metrics.Tee{r.decisions, r.metrics},
+		Decisions:                   metrics.Tee{r.decisions, r.metrics, r.events},
 		MaxTunnels:                  opts.Config.Egress.MaxTunnels,
 		UnsafeAllowLoopbackForTests: opts.UnsafeEgressLoopbackForTests,
 		Terminate:                   r.terminate,
@@ -250,7 +259,7 @@ func (r *Runner) openProxy() error {
 		}
 		relays = append(relays, rl)
 	}
-	sink := metrics.Tee{r.decisions, r.metrics}
+	sink := metrics.Tee{r.decisions, r.metrics, r.events}
 	roots, err := upstreamRoots(r.opts.Config.Anthropic.CAFile)
 	if err != nil {
 		return err

@@ -172,6 +172,8 @@ func (r *Runner) Serve(ctx context.Context) error {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprintln(w, "ok")
 		})
+		// The API, for programs holding an API token (apitoken.Handler).
+		mux.Handle("/v1/", r.apiTokens.Handler(api.Handler(r.guard), r.Directory().Person))
 		mux.Handle("/", r.web.Handler())
 		webSrv = &http.Server{Handler: web.CheckHost(r.webLn.Addr(), mux), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- webSrv.Serve(r.webLn) }()

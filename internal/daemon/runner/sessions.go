@@ -53,7 +53,11 @@ func (r *Runner) save(s *session.Session) error {
 	if err != nil {
 		return err
 	}
-	return r.store.Put(store.BucketSessions, s.ID, b)
+	if err := r.store.Put(store.BucketSessions, s.ID, b); err != nil {
+		return err
+	}
+	r.events.StateChanged(s.ID, s.Name, string(s.Observed))
+	return nil
 }
 
 // Session resolves a name or id prefix.

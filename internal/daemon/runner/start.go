@@ -202,7 +202,7 @@ func (r *Runner) launchWith(ctx context.Context, s *session.Session, link *Link,
 			r.log.Warn("could not remove the session's first-start setup", logkey.Session, s.ID, logkey.Error, err)
 		}
 	}
-	r.claudeStarted(s) // activity: starting, until its SessionStart hook (activity.go)
+	r.claudeStarted(s, first != nil && first.Prompt != "") // activity: starting, until its SessionStart hook or its first prompt (activity.go)
 	return env, nil
 }
 

@@ -1,0 +1,141 @@
+package apitoken
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/credentials/secret"
+	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/daemon/people"
+)
+
+// Bounds on failed token checks from one address: at most maxFailures
+// within failWindow, then every request from it is refused (429) until
+// the window passes.
+const (
+	maxFailures = 20
+	failWindow  = time.Minute
+	maxTracked  = 10_000
+)
+
+// Handler serves the API of mux on a network listener: every request
+// must carry "Authorization: Bearer <token>" of a token in s, and the
+// route must be one of api.Routes whose scope the token's allows
+// (api.ScopeOf); it is then made as the token's person (who: checked on
+// every request), with Via "token ID" for the audit log. Everything else
+// is refused with the reason, before mux sees it.
+func (s *Store) Handler(mux *http.ServeMux, who func(uint32) (people.Person, error)) http.Handler {
+	lim := &failLimiter{m: map[string]*failCount{}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		ip := remoteIP(r)
+		if lim.blocked(ip) {
+			refuse(w, fmt.Errorf("too many requests with a wrong API token from %s; wait a minute: %w", ip, errdefs.ErrLimit))
+			return
+		}
+		v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock"`)
+			refuse(w, fmt.Errorf("the API here needs an API token (Authorization: Bearer pdk_at_…); make one on the Runner's host with: paddock token create --scope read: %w", errdefs.ErrUnauthorized))
+			return
+		}
+		info, err := s.Check(secret.New(strings.TrimSpace(v)))
+		if err != nil {
+			lim.fail(ip)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock", error="invalid_token"`)
+			refuse(w, err)
+			return
+		}
+		_, pattern := mux.Handler(r)
+		need, known := api.ScopeOf(pattern)
+		if known && !info.Scope.Allows(need) {
+			what := "the Runner's socket only"
+			if need != api.ScopeSocket {
+				what = "a token of scope " + string(need)
+			}
+			refuse(w, fmt.Errorf("this API token's scope is %s, and %s needs %s: %w", info.Scope, pattern, what, errdefs.ErrForbidden))
+			return
+		}
+		p, err := who(info.UID)
+		if err != nil {
+			refuse(w, fmt.Errorf("the API token's owner may no longer use this Runner: %w", errdefs.ErrForbidden))
+			return
+		}
+		p.Via = "token " + info.ID
+		mux.ServeHTTP(w, r.WithContext(people.With(r.Context(), p)))
+	})
+}
+
+func refuse(w http.ResponseWriter, err error) {
+	st := http.StatusInternalServerError
+	kind := "internal"
+	switch {
+	case errdefs.Is(err, errdefs.ErrUnauthorized):
+		st, kind = http.StatusUnauthorized, "unauthorized"
+	case errdefs.Is(err, errdefs.ErrForbidden):
+		st, kind = http.StatusForbidden, "forbidden"
+	case errdefs.Is(err, errdefs.ErrLimit):
+		st, kind = http.StatusTooManyRequests, "limit"
+		w.Header().Set("Retry-After", "60")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error(), "kind": kind})
+}
+
+func remoteIP(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
+
+type failCount struct {
+	n     int
+	since time.Time
+}
+
+// failLimiter counts failed checks by address.
+type failLimiter struct {
+	mu sync.Mutex
+	m  map[string]*failCount
+}
+
+func (l *failLimiter) blocked(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.m[ip]
+	if c == nil {
+		return false
+	}
+	if time.Since(c.since) > failWindow {
+		delete(l.m, ip)
+		return false
+	}
+	return c.n >= maxFailures
+}
+
+func (l *failLimiter) fail(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.m[ip]
+	if c == nil || time.Since(c.since) > failWindow {
+		if len(l.m) >= maxTracked {
+			for k, v := range l.m {
+				if time.Since(v.since) > failWindow {
+					delete(l.m, k)
+				}
+			}
+		}
+		c = &failCount{since: time.Now()}
+		l.m[ip] = c
+	}
+	c.n++
+}
