@@ -153,6 +153,7 @@ token for it. Start the Runner with "paddock serve"; the other commands talk to 
 		sendCmd(g, o),
 		tokenCmd(g, o),
 		eventsCmd(g, o),
+		mcpCmd(g, o),
 		portCmd(g, o),
 		projectCmd(g, o),
 	)
