@@ -34,6 +34,9 @@ paddock token rm ID: it is refused from the next request on.`,
   curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7777/v1/sessions`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scope == "" {
+				return usageError{fmt.Errorf("say what the token may do: --scope read, drive or operate (paddock token --help says what each allows)")}
+			}
 			sc, err := api.ParseScope(scope)
 			if err != nil {
 				return usageError{err}
@@ -47,13 +50,12 @@ paddock token rm ID: it is refused from the next request on.`,
 				return err
 			}
 			fmt.Fprintln(o.Stdout, res.Token.Reveal())
-			fmt.Fprintf(o.Stderr, "API token %s (scope %s) made; it is shown this once: keep it where a password would go. Send it as Authorization: Bearer TOKEN to the Runner's web listener; revoke it with paddock token rm %s\n", res.ID, res.Scope, res.ID)
+			fmt.Fprintf(o.Stderr, "API token %s (scope %s) made; it is shown this once: keep it where a password would go. Send it as Authorization: Bearer TOKEN to the API under /v1/ on the Runner's web listener (web.listen); revoke it with paddock token rm %s\n", res.ID, res.Scope, res.ID)
 			return nil
 		},
 	}
 	create.Flags().StringVar(&scope, "scope", "", "read, drive or operate")
 	create.Flags().StringVar(&name, "name", "", "a name to know it by")
-	_ = create.MarkFlagRequired("scope")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List your tokens (never the tokens themselves)",

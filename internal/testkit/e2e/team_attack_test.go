@@ -6,12 +6,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/internal/sessions/events"
 	"github.com/paddockhq/paddock/internal/sessions/session"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
@@ -100,6 +102,49 @@ func TestTeamAttacks(t *testing.T) {
 	if out := e.asOK(vic, "", "exec", "vic-s", "--", "echo", "vic-exec"); !strings.Contains(out, "vic-exec") {
 		t.Fatalf("vic's own exec: %s", out)
 	}
+
+	// A member's API token is that member, on the web listener: another
+	// member's unshared session does not exist for it, by name or id, in
+	// the list, or on the event stream; the owner's own token sees it.
+	tokenOf := func(u *hostUser) string {
+		t.Helper()
+		tok := regexp.MustCompile(`pdk_at_[0-9a-f]{12}_[A-Za-z0-9_-]{43}`).FindString(e.asOK(u, "", "token", "create", "--scope", "operate"))
+		if tok == "" {
+			t.Fatalf("no token for %s", u.name)
+		}
+		return tok
+	}
+	login := strings.TrimSpace(e.pd("web"))
+	web := &apiClient{t: t, base: login[:strings.Index(login, "/login")]}
+	malAPI, vicAPI := tokenOf(mal), tokenOf(vic)
+	for _, p := range []string{"/v1/sessions/vic-s", "/v1/sessions/" + vicID, "/v1/sessions/" + vicID + "/turn", "/v1/sessions/" + vicID + "/events"} {
+		// 404, saying nothing of the session beyond the words asked with.
+		code, b := web.call(malAPI, "GET", p, nil)
+		if other := map[bool]string{true: vicID, false: "vic-s"}[strings.Contains(p, "vic-s")]; code != 404 || strings.Contains(string(b), other) || strings.Contains(string(b), "pdk-vic") {
+			t.Fatalf("mal's token GET %s: %d %s", p, code, b)
+		}
+	}
+	if code, b := web.call(malAPI, "POST", "/v1/sessions/vic-s/message", map[string]any{"text": "from mal"}); code != 404 {
+		t.Fatalf("mal's token sends to vic's session: %d %s", code, b)
+	}
+	if _, b := web.call(malAPI, "GET", "/v1/sessions", nil); strings.Contains(string(b), vicID) {
+		t.Fatalf("mal's token lists vic's session: %s", b)
+	}
+	if code, b := web.call(vicAPI, "GET", "/v1/sessions/vic-s", nil); code != 200 || !strings.Contains(string(b), vicID) {
+		t.Fatalf("vic's own token: %d %s", code, b)
+	}
+	var malEvents, vicEvents eventLog
+	malEvents.follow(t, web.base+"/v1/events", malAPI)
+	vicEvents.follow(t, web.base+"/v1/events", vicAPI)
+	e.asOK(vic, "", "send", "vic-s", "a turn mal must not see")
+	vicEvents.wait(t, "vic-s", 60*time.Second, func(ev events.Event) bool { return ev.Type == events.TurnEnded })
+	malEvents.mu.Lock()
+	for _, ev := range malEvents.evs {
+		if ev.Session == vicID {
+			t.Fatalf("mal's event stream has vic's session: %+v", ev)
+		}
+	}
+	malEvents.mu.Unlock()
 
 	// Item 7: the swapped workspace, on each backend.
 	grp, err := user.LookupGroup(group)
