@@ -108,6 +108,13 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 			if u := r.WebAddr(); u != "" {
 				// No login in it: `paddock web` asks for a one-time one.
 				fmt.Fprintf(o.Stderr, "paddock: web page on %s; log in with the one-time URL that `paddock web` prints\n", u)
+				if fp, made := r.WebFingerprint(); fp != "" {
+					what := "its certificate"
+					if made {
+						what = "its certificate, made now,"
+					}
+					fmt.Fprintf(o.Stderr, "paddock: the page is served over TLS; %s has the SHA-256 fingerprint\n  %s\nCheck that your browser shows the same before you log in on another machine.\n", what, fp)
+				}
 			}
 			// Under systemd (Type=notify): the sockets are bound, so clients
 			// that connect from now on are answered once Serve runs.

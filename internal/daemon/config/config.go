@@ -170,8 +170,19 @@ type OAuthEndpoints struct {
 
 // Web configures the Runner's web page.
 type Web struct {
-	// Listen is a loopback host:port, or "off".
+	// Listen is a host:port, or "off": a loopback one, or any with TLS
+	// (webtls.go).
 	Listen string `toml:"listen"`
+	// TLS is "" (plain HTTP: loopback only) or "self-signed" (paddock
+	// makes a certificate and prints its fingerprint); Cert and Key are
+	// the owner's certificate and key instead.
+	TLS  string `toml:"tls"`
+	Cert string `toml:"tls_cert"`
+	Key  string `toml:"tls_key"`
+	// Hosts are the names (or addresses) the page is reached by, beside
+	// its listen address: the only Host headers it answers, and the
+	// self-signed certificate's names.
+	Hosts []string `toml:"hosts"`
 }
 
 // Egress configures the egress proxy.
@@ -739,10 +750,8 @@ func (c Config) Validate() error {
 		}
 		names[rl.Name] = true
 	}
-	if c.Web.Listen != "off" {
-		if l, err := ParseListen(c.Web.Listen); err != nil || l.Network != "tcp" {
-			return &Error{Key: "web.listen", Msg: fmt.Sprintf("%q is not a loopback host:port or off", c.Web.Listen)}
-		}
+	if err := c.Web.validate(); err != nil {
+		return err
 	}
 	if f := c.Anthropic.CAFile; f != "" && !strings.HasPrefix(f, "/") {
 		return &Error{Key: "anthropic.ca_file", Msg: fmt.Sprintf("%q must be an absolute path", f)}

@@ -230,3 +230,30 @@ func TestServicesSets(t *testing.T) {
 		}
 	}
 }
+
+// TestWebListen: the page goes to a network only over TLS.
+func TestWebListen(t *testing.T) {
+	for _, c := range []struct {
+		web Web
+		err string
+	}{
+		{Web{Listen: "127.0.0.1:7777"}, ""},
+		{Web{Listen: "off"}, ""},
+		{Web{Listen: "0.0.0.0:7777"}, "only over TLS"},
+		{Web{Listen: "192.0.2.1:7777"}, "only over TLS"},
+		{Web{Listen: "0.0.0.0:7777", TLS: "self-signed", Hosts: []string{"paddock.example.com", "192.0.2.1"}}, ""},
+		{Web{Listen: ":7777", Cert: "/etc/c.pem", Key: "/etc/k.pem"}, ""},
+		{Web{Listen: "example.com:7777", TLS: "self-signed"}, "not a name"},
+		{Web{Listen: "0.0.0.0:7777", TLS: "yes"}, "is not \"self-signed\""},
+		{Web{Listen: "0.0.0.0:7777", TLS: "self-signed", Cert: "/c"}, "not both"},
+		{Web{Listen: "0.0.0.0:7777", Cert: "/c"}, "go together"},
+		{Web{Listen: "0.0.0.0:7777", Cert: "c.pem", Key: "k.pem"}, "absolute"},
+		{Web{Listen: "127.0.0.1:7777", Hosts: []string{"https://x"}}, "not a host name"},
+		{Web{Listen: "127.0.0.1"}, "not a host:port"},
+	} {
+		err := c.web.validate()
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%+v: %v, want %q", c.web, err, c.err)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/paddockhq/paddock/internal/daemon/metrics"
 	"github.com/paddockhq/paddock/internal/daemon/statedir"
 	"github.com/paddockhq/paddock/internal/daemon/web"
+	"github.com/paddockhq/paddock/internal/daemon/webtls"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy"
 	"github.com/paddockhq/paddock/internal/proxy/egress"
 	servicep "github.com/paddockhq/paddock/internal/proxy/service"
@@ -83,7 +84,9 @@ type Runner struct {
 	guard       *access.Guard // the API and the web page, roles enforced
 	audit       *audit.Log
 	webLn       net.Listener
-	web         *web.Server // the page, when webLn is open
+	webAddr     net.Addr      // webLn's TCP address (under its TLS)
+	webTLS      webtls.Config // the page's TLS, when it has any
+	web         *web.Server   // the page, when webLn is open
 	apiLn       net.Listener
 	proxyLn     net.Listener
 	proxyAt     string

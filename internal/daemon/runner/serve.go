@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/internal/daemon/config"
 	"github.com/paddockhq/paddock/internal/daemon/statedir"
 	"github.com/paddockhq/paddock/internal/daemon/web"
+	"github.com/paddockhq/paddock/internal/daemon/webtls"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy"
 	"github.com/paddockhq/paddock/internal/proxy/credproxy/h1"
 )
@@ -73,12 +75,25 @@ func (r *Runner) Listen() error {
 			return err
 		}
 	}
-	if wl := r.opts.Config.Web.Listen; wl != "off" {
-		if r.webLn, err = net.Listen("tcp", wl); err != nil {
-			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wl, err)
+	if wc := r.opts.Config.Web; wc.Listen != "off" {
+		if r.webLn, err = net.Listen("tcp", wc.Listen); err != nil {
+			return fmt.Errorf("web page on %s: %w (set web.listen, or --web-listen off)", wc.Listen, err)
 		}
 		r.web = web.New(r.guard, r.Directory().Person, r.log.With(logkey.Component, "web"))
-		r.web.SetPreviewHost(r.webLn.Addr())
+		if wc.TLSOn() {
+			tc, err := webtls.Load(wc, r.opts.StateDir, wc.Listen, time.Now())
+			if err != nil {
+				r.webLn.Close()
+				return fmt.Errorf("the web page's TLS: %w", err)
+			}
+			r.webTLS = tc
+			r.webAddr = r.webLn.Addr()
+			r.webLn = tls.NewListener(r.webLn, tc.TLS)
+			r.web.SetTLS()
+		} else {
+			r.webAddr = r.webLn.Addr()
+		}
+		r.web.SetPreviewHost(r.webAddr)
 		// Versions before one-time logins kept the login URL here.
 		_ = os.Remove(filepath.Join(r.opts.StateDir, "web-url"))
 	}
@@ -116,13 +131,27 @@ func newEgressServer(h http.Handler) *http.Server {
 		ConnContext: connContext, MaxHeaderBytes: 64 << 10}
 }
 
-// WebAddr is the web page's address ("" when off), with no login in it.
+// WebAddr is the web page's address ("" when off), with no login in it:
+// https and the first of web.hosts when it is served over TLS.
 func (r *Runner) WebAddr() string {
 	if r.webLn == nil {
 		return ""
 	}
-	return "http://" + r.webLn.Addr().String()
+	if r.webTLS.TLS == nil {
+		return "http://" + r.webAddr.String()
+	}
+	host := r.webAddr.(*net.TCPAddr).IP.String()
+	if hs := r.opts.Config.Web.Hosts; len(hs) > 0 {
+		host = hs[0]
+	} else if r.webAddr.(*net.TCPAddr).IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(r.webAddr.(*net.TCPAddr).Port))
 }
+
+// WebFingerprint is the SHA-256 fingerprint of the page's TLS
+// certificate ("" without TLS), and whether it was just made.
+func (r *Runner) WebFingerprint() (string, bool) { return r.webTLS.Fingerprint, r.webTLS.Made }
 
 // WebLogin returns a fresh one-time login URL of the web page (web.LoginTTL,
 // once), bound to the caller: the cookie it becomes is theirs. It is
@@ -175,7 +204,7 @@ func (r *Runner) Serve(ctx context.Context) error {
 		// The API, for programs holding an API token (apitoken.Handler).
 		mux.Handle("/v1/", r.apiTokens.Handler(api.Handler(r.guard), r.Directory().Person))
 		mux.Handle("/", r.web.Handler())
-		webSrv = &http.Server{Handler: web.CheckHost(r.webLn.Addr(), mux), ReadHeaderTimeout: 10 * time.Second}
+		webSrv = &http.Server{Handler: web.CheckHost(r.webAddr, mux, r.opts.Config.Web.Hosts...), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- webSrv.Serve(r.webLn) }()
 	}
 	go func() { errc <- egressSrv.Serve(r.egressConns) }()

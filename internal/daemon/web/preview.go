@@ -61,6 +61,7 @@ type PortDialer interface {
 type previews struct {
 	mu      sync.Mutex
 	host    string                    // the page's host (IP), where previews listen
+	off     string                    // why there are none, when host is ""
 	byKey   map[previewKey]*preview   // open listeners
 	tickets map[[32]byte]previewGrant // hashes of unused tickets
 	cookies map[[32]byte]previewGrant // hashes of issued cookies
@@ -88,7 +89,7 @@ type previewGrant struct {
 // Without it (a page not served on TCP) there are no previews.
 func (s *Server) SetPreviewHost(addr net.Addr) {
 	ta, ok := addr.(*net.TCPAddr)
-	if !ok {
+	if !ok || s.secure {
 		return
 	}
 	s.pv.mu.Lock()
@@ -164,7 +165,11 @@ func (s *Server) openPreview(key previewKey) (*preview, error) {
 		return pv, nil
 	}
 	if s.pv.host == "" {
-		return nil, fmt.Errorf("this page is not served on TCP, so it opens no previews; use paddock port: %w", errdefs.ErrUnavailable)
+		why := s.pv.off
+		if why == "" {
+			why = "this page is not served on TCP, so it opens no previews; use paddock port"
+		}
+		return nil, fmt.Errorf("%s: %w", why, errdefs.ErrUnavailable)
 	}
 	if len(s.pv.byKey) >= maxPreviews {
 		return nil, fmt.Errorf("this page has %d previews open, the most it opens; restart the Runner to close them: %w", maxPreviews, errdefs.ErrLimit)

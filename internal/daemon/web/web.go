@@ -125,6 +125,18 @@ type Server struct {
 	cookies map[[32]byte]grant // hashes of issued cookies, with their keys'
 
 	pv previews // preview.go
+
+	// secure: the page is served over TLS, so its cookies are Secure.
+	secure bool
+}
+
+// SetTLS says the page is served over TLS: its cookies are then Secure,
+// and it opens no previews (their listeners would be plain HTTP).
+func (s *Server) SetTLS() {
+	s.secure = true
+	s.pv.mu.Lock()
+	s.pv.host, s.pv.off = "", "this page is served over TLS, and previews are not yet: publish the port on the Runner's host with paddock port"
+	s.pv.mu.Unlock()
 }
 
 // grant is a login token's or a cookie's user and expiry; a cookie's also
@@ -285,7 +297,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: g.uid, exp: s.now().Add(CookieTTL), key: sha256.Sum256([]byte(k))}
 	s.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// k is base64url: nothing in it needs escaping in an attribute.
@@ -299,7 +311,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		delete(s.cookies, sha256.Sum256([]byte(c.Value)))
 		s.mu.Unlock()
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintln(w, `{"logged_out":true}`)
 }
@@ -548,13 +560,16 @@ func sameOrigin(r *http.Request) bool {
 
 // CheckHost serves only requests whose Host names the listener at addr
 // itself: its address, or localhost on its port when it is a loopback
-// one. A page on another name that rebinds its DNS to 127.0.0.1 sends its
+// one, or one of names (web.hosts) on its port. A page on another name that rebinds its DNS to 127.0.0.1 sends its
 // own name, and gets 421. It wraps the whole site, /metrics and /healthz
 // included.
-func CheckHost(addr net.Addr, h http.Handler) http.Handler {
+func CheckHost(addr net.Addr, h http.Handler, names ...string) http.Handler {
 	ok := map[string]bool{}
 	if ta, isTCP := addr.(*net.TCPAddr); isTCP {
 		port := strconv.Itoa(ta.Port)
+		for _, n := range names {
+			ok[strings.ToLower(net.JoinHostPort(n, port))] = true
+		}
 		ok[strings.ToLower(net.JoinHostPort(ta.IP.String(), port))] = true
 		if ta.IP.IsLoopback() {
 			ok["localhost:"+port] = true

@@ -171,12 +171,13 @@ func TestWebPageInChromium(t *testing.T) {
 
 // newBrowser starts a headless Chromium for the test, with a tab open,
 // for 2 minutes at most; it ends with the test.
-func newBrowser(t *testing.T, chromium string) context.Context {
+func newBrowser(t *testing.T, chromium string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-quic", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
+	opts = append(opts, extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)

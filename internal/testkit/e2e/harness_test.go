@@ -82,6 +82,8 @@ type envOpts struct {
 	// hosts are names `paddock serve` resolves to test addresses: it runs
 	// in a mount namespace of its own with an /etc/hosts that has them.
 	hosts map[string]string
+	// web are more lines of [web].
+	web string
 }
 
 // newEnvOpts is newEnv with options.
@@ -139,8 +141,8 @@ func newEnvOpts(t testing.TB, o envOpts, extra ...string) *env {
 	if err := os.MkdirAll(e.dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n%s[claude]\nbinary = %q\n[docker]\nimage = %q\nbase_cache = \"/var/cache/paddock\"\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n[credential]\n%s[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
-		up.URL, anthropic, e.claude, e.image, plan, relaySrv.URL) + strings.Join(extra, "\n")
+	cfg := fmt.Sprintf("version = 1\n[anthropic]\nupstream = %q\n%s[claude]\nbinary = %q\n[docker]\nimage = %q\nbase_cache = \"/var/cache/paddock\"\n[sessions]\nmemory_mb = 1024\n[web]\nlisten = \"127.0.0.1:0\"\n%s[credential]\n%s[[relay]]\nname = \"mod\"\nprefix = \"/mod/\"\nupstream = %q\nheader = \"X-Hub-Secret\"\n",
+		up.URL, anthropic, e.claude, e.image, o.web, plan, relaySrv.URL) + strings.Join(extra, "\n")
 	if err := os.WriteFile(filepath.Join(e.dir, "paddock.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
