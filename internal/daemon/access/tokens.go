@@ -7,6 +7,7 @@ import (
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/daemon/audit"
+	"github.com/paddockhq/paddock/internal/daemon/people"
 )
 
 // tokens is the Runner's side of API tokens, which makes and lists them
@@ -70,3 +71,32 @@ func (g *Guard) RemoveAPIToken(ctx context.Context, id string) (api.TokenInfo, e
 }
 
 var _ api.Tokener = (*Guard)(nil)
+
+// WebEnroll is a passkey enrolment link for the caller, or, for an admin,
+// for user.
+func (g *Guard) WebEnroll(ctx context.Context, user string) (string, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return "", err
+	}
+	e, ok := g.inner.(api.WebEnroller)
+	if !ok {
+		return "", fmt.Errorf("this Runner makes no passkeys: %w", errdefs.ErrUnavailable)
+	}
+	if user != "" && user != p.Name && !p.Admin {
+		err := fmt.Errorf("only an admin makes a passkey link for someone else; %s runs paddock web enroll themselves: %w", user, errdefs.ErrForbidden)
+		g.record(p, audit.ActionPasskeyLink, nil, err, func(e *audit.Entry) { e.Target = user })
+		return "", err
+	}
+	u, err := e.WebEnroll(ctx, user)
+	g.record(p, audit.ActionPasskeyLink, nil, err, func(e *audit.Entry) { e.Target = user })
+	return u, err
+}
+
+// RecordWebLogin records a login to the web page by passkey, or its
+// refusal.
+func (g *Guard) RecordWebLogin(p people.Person, how, detail string, err error) {
+	g.record(p, audit.ActionWebPasskey, nil, err, func(e *audit.Entry) { e.Detail = how + " " + detail })
+}
+
+var _ api.WebEnroller = (*Guard)(nil)

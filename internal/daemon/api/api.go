@@ -160,6 +160,7 @@ func Handler(b Backend) *http.ServeMux {
 	secretRoutes(mux, b)
 	prRoute(mux, b)
 	webRoute(mux, b)
+	webEnrollRoute(mux, b)
 	egressRoutes(mux, b)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("no API route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))

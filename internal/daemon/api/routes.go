@@ -151,6 +151,7 @@ var Routes = []Route{
 	{Pattern: "PUT /v1/secrets/{name}", Scope: ScopeSocket, Summary: "Store a service secret.", Request: SecretRequest{}, Response: service.Status{}},
 	{Pattern: "DELETE /v1/secrets/{name}", Scope: ScopeSocket, Summary: "Remove a service secret."},
 	{Pattern: "POST /v1/web/login", Scope: ScopeSocket, Summary: "A one-time login URL of the web page."},
+	{Pattern: "POST /v1/web/enroll", Scope: ScopeSocket, Summary: "A one-time link that makes a passkey on the web page for the caller (or, for an admin, anyone).", Request: EnrollRequest{}, Response: WebLogin{}},
 }
 
 // routeScope is the scope of each pattern.

@@ -149,6 +149,10 @@ const (
 	// scope and name).
 	ActionTokenCreate = "token-create"
 	ActionTokenRemove = "token-rm"
+	// Passkeys: an enrolment link made (Target: for whom), and logins to
+	// the web page by passkey or enrolment (Detail: how).
+	ActionPasskeyLink = "passkey-link"
+	ActionWebPasskey  = "web-passkey"
 	// ActionSuppressed counts a person's refusals that went over the rate
 	// and were not recorded (Suppressed); Detail says which actions. It
 	// has the session of those refusals if they were all on one.

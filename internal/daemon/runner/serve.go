@@ -94,6 +94,12 @@ func (r *Runner) Listen() error {
 			r.webAddr = r.webLn.Addr()
 		}
 		r.web.SetPreviewHost(r.webAddr)
+		if pc, ok := r.passkeyConfig(); ok {
+			if err := r.web.EnablePasskeys(pc, r.store); err != nil {
+				r.webLn.Close()
+				return err
+			}
+		}
 		// Versions before one-time logins kept the login URL here.
 		_ = os.Remove(filepath.Join(r.opts.StateDir, "web-url"))
 	}
@@ -147,6 +153,57 @@ func (r *Runner) WebAddr() string {
 		host = "localhost"
 	}
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(r.webAddr.(*net.TCPAddr).Port))
+}
+
+// passkeyConfig is where passkeys work: on the first of web.hosts over
+// TLS (every name of web.hosts an origin), or on localhost when the page
+// is on loopback without TLS (browsers take http://localhost as secure).
+// WebAuthn takes no IP address as the relying party: with neither, there
+// are no passkeys.
+func (r *Runner) passkeyConfig() (web.PasskeyConfig, bool) {
+	port := strconv.Itoa(r.webAddr.(*net.TCPAddr).Port)
+	var names []string
+	for _, h := range r.opts.Config.Web.Hosts {
+		if net.ParseIP(h) == nil {
+			names = append(names, h)
+		}
+	}
+	switch {
+	case r.webTLS.TLS != nil && len(names) > 0:
+		pc := web.PasskeyConfig{RPID: names[0]}
+		for _, n := range names {
+			pc.Origins = append(pc.Origins, "https://"+net.JoinHostPort(n, port))
+		}
+		return pc, true
+	case r.webTLS.TLS == nil && r.webAddr.(*net.TCPAddr).IP.IsLoopback():
+		return web.PasskeyConfig{RPID: "localhost", Origins: []string{"http://localhost:" + port}}, true
+	}
+	return web.PasskeyConfig{}, false
+}
+
+// WebEnroll returns a one-time link that makes a passkey for user (""
+// for the caller) on the web page, and logs them in.
+func (r *Runner) WebEnroll(ctx context.Context, user string) (string, error) {
+	if r.web == nil {
+		return "", fmt.Errorf("the web page is off (web.listen = \"off\"); set web.listen and restart the Runner: %w", errdefs.ErrUnavailable)
+	}
+	uid := r.caller(ctx).UID
+	if user != "" {
+		p, err := r.Directory().Lookup(user)
+		if err != nil {
+			return "", err
+		}
+		uid = p.UID
+	}
+	pc, ok := r.passkeyConfig()
+	if !ok {
+		return "", fmt.Errorf("passkeys need the page on a host name over TLS (web.tls and web.hosts), or on loopback without TLS (then open it as localhost): %w", errdefs.ErrUnavailable)
+	}
+	tok, err := r.web.NewEnrollment(uid)
+	if err != nil {
+		return "", err
+	}
+	return pc.Origins[0] + "/enroll?token=" + tok.Reveal(), nil
 }
 
 // WebFingerprint is the SHA-256 fingerprint of the page's TLS

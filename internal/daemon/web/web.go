@@ -128,6 +128,8 @@ type Server struct {
 
 	// secure: the page is served over TLS, so its cookies are Secure.
 	secure bool
+	// pk is the passkeys, when EnablePasskeys turned them on (passkey.go).
+	pk *passkeys
 }
 
 // SetTLS says the page is served over TLS: its cookies are then Secure,
@@ -191,6 +193,7 @@ func (s *Server) Handler() http.Handler {
 	sub, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(sub)
 	mux.HandleFunc("GET /login", s.login)
+	s.passkeyRoutes(mux)
 	mux.Handle("POST /logout", s.auth(http.HandlerFunc(s.logout)))
 	mux.Handle("GET /", s.files(files))
 	mux.Handle("GET /api/sessions", s.auth(s.jsonHandler(s.list)))
@@ -288,20 +291,33 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "paddock: the page has no place for its key", http.StatusInternalServerError)
 		return
 	}
-	c, err1 := randomString()
-	k, err2 := randomString()
-	if err1 != nil || err2 != nil {
+	k, err := s.issue(w, g.uid)
+	if err != nil {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
 	}
-	s.mu.Lock()
-	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: g.uid, exp: s.now().Add(CookieTTL), key: sha256.Sum256([]byte(k))}
-	s.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// k is base64url: nothing in it needs escaping in an attribute.
 	_, _ = io.WriteString(w, strings.Replace(string(page), keyMeta, `<meta name="paddock-key" content="`+k+`">`, 1))
+}
+
+// issue makes a login for uid: the cookie, set on w, and the page's key,
+// returned (only their hashes are kept).
+func (s *Server) issue(w http.ResponseWriter, uid uint32) (key string, err error) {
+	c, err := randomString()
+	if err != nil {
+		return "", err
+	}
+	k, err := randomString()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.cookies[sha256.Sum256([]byte(c))] = grant{uid: uid, exp: s.now().Add(CookieTTL), key: sha256.Sum256([]byte(k))}
+	s.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: c, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
+	return k, nil
 }
 
 // logout ends the cookie's login, here and in the browser.
@@ -359,7 +375,7 @@ func keyOf(r *http.Request) (string, bool) {
 func notLoggedIn(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusUnauthorized)
-	fmt.Fprintln(w, "paddock: not logged in. Run `paddock web` on the Runner's host and open the one-time URL it prints.")
+	fmt.Fprintln(w, "paddock: not logged in. Log in with a passkey at /passkey (paddock web enroll makes a link for one), or run `paddock web` on the Runner's host and open the one-time URL it prints.")
 }
 
 // files lets the static files through for a live cookie alone: they are

@@ -17,8 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdpwebauthn "github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 
+	"github.com/paddockhq/paddock/internal/daemon/api"
+	"github.com/paddockhq/paddock/internal/daemon/audit"
 	"github.com/paddockhq/paddock/internal/daemon/webtls"
 	"github.com/paddockhq/paddock/internal/testkit/testenv"
 )
@@ -107,4 +111,120 @@ func TestWebOverTLS(t *testing.T) {
 		t.Fatalf("the page's origin: %q", loc)
 	}
 	screenshot(t, ctx, "web-tls.png")
+}
+
+// TestPasskeyLogin: on a Runner serving its page over TLS by a name, with
+// Chromium's virtual authenticator as the person's device: paddock web
+// enroll prints a one-time https link; opening it makes a passkey and
+// logs in (the session list shows); after logging out, /passkey logs in
+// again with the passkey alone; the link is dead after its use; wrong
+// logins from one address are limited (429); both logins are in the
+// audit log.
+func TestPasskeyLogin(t *testing.T) {
+	chromium := testenv.LookPath(t, "chromium")
+	e := newEnvOpts(t, envOpts{web: "tls = \"self-signed\"\nhosts = [\"paddock.test\"]\n"})
+	enroll := strings.TrimSpace(e.pd("web", "enroll"))
+	m := regexp.MustCompile(`^https://paddock\.test:(\d+)/enroll\?token=\S+$`).FindStringSubmatch(enroll)
+	if m == nil {
+		t.Fatalf("paddock web enroll: %q", enroll)
+	}
+	base := "https://paddock.test:" + m[1]
+	e.pd("run", "-d", "--name", "pk-1", "--backend", "local")
+	defer e.pdRun("rm", "-f", "pk-1")
+
+	pemBytes, err := os.ReadFile(filepath.Join(e.dir, webtls.Dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	cert, _ := x509.ParseCertificate(blk.Bytes)
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	ctx := newBrowser(t, chromium, chromedp.Flag("host-resolver-rules", "MAP paddock.test 127.0.0.1"),
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{Options: &cdpwebauthn.VirtualAuthenticatorOptions{
+			Protocol: cdpwebauthn.AuthenticatorProtocolCtap2, Transport: cdpwebauthn.AuthenticatorTransportInternal,
+			HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+		return err
+	})); err != nil {
+		t.Fatalf("the virtual authenticator: %v", err)
+	}
+	// listed waits until the page lists the session: logged in.
+	listed := func(what string) {
+		t.Helper()
+		var msg string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('tr[data-name="pk-1"]')`)); ok {
+				return
+			}
+			msg, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("msg")||document.body).textContent`))
+		}
+		t.Fatalf("%s: not logged in; the page says %q", what, msg)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(enroll), chromedp.Click(chromedp.CSS("#enroll"))); err != nil {
+		t.Fatal(err)
+	}
+	listed("enrolment")
+	if u, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); strings.Contains(u, "token=") {
+		t.Fatalf("the token stayed in the address: %s", u)
+	}
+	// Log out; then the passkey alone logs in.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#logout"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/passkey"), chromedp.Click(chromedp.CSS("#login"))); err != nil {
+		t.Fatal(err)
+	}
+	listed("passkey login")
+	screenshot(t, ctx, "web-passkey.png")
+	// The enrolment link was good once.
+	if err := chromedp.Do(ctx, chromedp.Navigate(enroll), chromedp.Click(chromedp.CSS("#enroll"))); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(msg, "used or expired"); time.Sleep(100 * time.Millisecond) {
+		msg, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("msg").textContent`))
+	}
+	if !strings.Contains(msg, "used or expired") {
+		t.Fatalf("a used enrolment link: %q", msg)
+	}
+
+	// Wrong logins from one address: refused, then limited.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+m[1])
+		},
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	var last int
+	for i := 0; i < 12; i++ {
+		req, _ := http.NewRequest("POST", base+"/passkey/login/finish?id=guess", strings.NewReader("{}"))
+		req.Header.Set("X-Paddock", "1")
+		req.Header.Set("Origin", base)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		last = resp.StatusCode
+	}
+	if last != http.StatusTooManyRequests {
+		t.Fatalf("after 12 wrong logins: %d", last)
+	}
+	// The audit log has the enrolment and the passkey login.
+	var hows []string
+	_ = api.NewClient(filepath.Join(e.dir, "paddock.sock")).Audit(context.Background(), api.AuditQuery{}, func(a audit.Entry) error {
+		if a.Action == audit.ActionWebPasskey && a.Error == "" {
+			hows = append(hows, strings.Fields(a.Detail)[0])
+		}
+		return nil
+	})
+	if strings.Join(hows, " ") != "enroll passkey" {
+		t.Fatalf("audit: %v", hows)
+	}
 }
