@@ -106,6 +106,7 @@ func TestHandler(t *testing.T) {
 	mux.HandleFunc("GET /v1/sessions", ok)
 	mux.HandleFunc("POST /v1/sessions/{ref}/message", ok)
 	mux.HandleFunc("POST /v1/sessions/{ref}/exec", ok)
+	mux.HandleFunc("GET /v1/unlisted", ok)
 	who := func(uid uint32) (people.Person, error) {
 		if uid == 1002 {
 			return people.Person{}, errors.New("gone")
@@ -137,6 +138,9 @@ func TestHandler(t *testing.T) {
 	}
 	if code, body := do("POST", "/v1/sessions/s/exec", drive, "10.0.0.1:1"); code != 403 || !strings.Contains(body, "socket only") {
 		t.Fatalf("exec through a token: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/unlisted", drive, "10.0.0.1:1"); code != 403 || !strings.Contains(body, "not open to API tokens") {
+		t.Fatalf("a route not in api.Routes: %d %s", code, body)
 	}
 	if code, _ := do("GET", "/v1/sessions", gone, "10.0.0.1:1"); code != 403 {
 		t.Fatalf("a person gone: %d", code)

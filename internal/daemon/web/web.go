@@ -587,8 +587,10 @@ func CheckHost(addr net.Addr, h http.Handler, names ...string) http.Handler {
 			ok[strings.ToLower(net.JoinHostPort(n, port))] = true
 		}
 		ok[strings.ToLower(net.JoinHostPort(ta.IP.String(), port))] = true
-		if ta.IP.IsLoopback() {
+		if ta.IP.IsLoopback() || ta.IP.IsUnspecified() {
+			// On every address (0.0.0.0) includes this host's loopback.
 			ok["localhost:"+port] = true
+			ok["127.0.0.1:"+port] = true
 		}
 	} else {
 		ok[strings.ToLower(addr.String())] = true

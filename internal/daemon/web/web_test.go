@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -375,6 +376,22 @@ func TestCheckHost(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	// On every address (web.listen 0.0.0.0:PORT, over TLS): its names
+	// (web.hosts) and this host's loopback, nothing else.
+	h := CheckHost(&net.TCPAddr{IP: net.IPv4zero, Port: 7777}, ok, "paddock.example.com")
+	for host, want := range map[string]int{
+		"paddock.example.com:7777": 204, "PADDOCK.example.com:7777": 204, "localhost:7777": 204, "127.0.0.1:7777": 204,
+		"paddock.example.com": http.StatusMisdirectedRequest, "evil.example:7777": http.StatusMisdirectedRequest,
+		"paddock.example.com:7778": http.StatusMisdirectedRequest,
+	} {
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("on 0.0.0.0, Host %q: %d, want %d", host, w.Code, want)
 		}
 	}
 }
