@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/logkey"
+	"github.com/paddockhq/paddock/internal/box/mirror"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/sessions/activity"
 	"github.com/paddockhq/paddock/internal/sessions/message"
@@ -19,7 +21,23 @@ import (
 const (
 	messageStartWait  = 90 * time.Second
 	messageAcceptWait = 30 * time.Second
+	// pieceWait bounds the wait for the screen to show a piece of a
+	// message before the next is pasted (then it goes anyway).
+	pieceWait = time.Second
 )
+
+// screenChanged polls the pane until it is not prev, or for at most d, and
+// returns it as it is then.
+func screenChanged(ctx context.Context, m *mirror.Mirror, prev []byte, d time.Duration) []byte {
+	deadline := time.Now().Add(d)
+	for {
+		cur, err := m.Snapshot(ctx)
+		if err != nil || !bytes.Equal(cur, prev) || time.Now().After(deadline) || ctx.Err() != nil {
+			return cur
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+}
 
 // SendMessage implements api.Messenger: the text goes into claude's
 // prompt through the session's terminal mirror, as a driver's keys do, in
@@ -62,9 +80,18 @@ func (r *Runner) SendMessage(ctx context.Context, ref string, req api.MessageReq
 	if err != nil {
 		return api.MessageResult{}, err
 	}
-	for _, piece := range text.Pieces() {
+	pieces := text.Pieces()
+	screen, _ := m.Snapshot(ctx)
+	for i, piece := range pieces {
 		if err := m.Paste(ctx, []byte(piece)); err != nil {
 			return api.MessageResult{}, fmt.Errorf("type the message into session %q: %w", s.Name, err)
+		}
+		if i < len(pieces)-1 {
+			// Claude Code takes pastes that reach it together as one
+			// (pasted material, not the person's words): the next piece
+			// goes once the screen shows it took this one. A loaded box
+			// reads its terminal late, and the pieces would pile up.
+			screen = screenChanged(ctx, m, screen, pieceWait)
 		}
 	}
 	if err := m.Keys(ctx, []byte("\r")); err != nil { // Enter
