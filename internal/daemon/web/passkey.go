@@ -307,18 +307,15 @@ func (s *Server) enrollBegin(w http.ResponseWriter, r *http.Request) {
 		pkError(w, http.StatusUnauthorized, "this enrolment link is unknown, used or expired (each is good once, for 15 minutes); ask for a new one: paddock web enroll")
 		return
 	}
-	p, err := s.who(g.uid)
-	if err != nil {
-		pkError(w, http.StatusForbidden, err.Error())
+	p, u, ok := s.enrollee(w, g.uid)
+	if !ok {
 		return
 	}
-	u, err := s.pk.user(g.uid, p.Name)
-	if err == nil && len(u.Credentials) == 0 {
-		err = s.pk.save(u) // a new person's handle, the one finish reads
-	}
-	if err != nil {
-		pkError(w, http.StatusServiceUnavailable, err.Error())
-		return
+	if len(u.Credentials) == 0 {
+		if err := s.pk.save(u); err != nil { // a new person's handle, the one finish reads
+			pkError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
 	}
 	if len(u.Credentials) >= maxPasskeysPerUser {
 		pkError(w, http.StatusTooManyRequests, fmt.Sprintf("%s has %d passkeys, the most kept", p.Name, len(u.Credentials)))
@@ -356,14 +353,8 @@ func (s *Server) enrollFinish(w http.ResponseWriter, r *http.Request) {
 		pkError(w, http.StatusUnauthorized, "this enrolment link is unknown, used or expired; ask for a new one: paddock web enroll")
 		return
 	}
-	p, err := s.who(g.uid)
-	if err != nil {
-		pkError(w, http.StatusForbidden, err.Error())
-		return
-	}
-	u, err := s.pk.user(g.uid, p.Name)
-	if err != nil {
-		pkError(w, http.StatusServiceUnavailable, err.Error())
+	p, u, ok := s.enrollee(w, g.uid)
+	if !ok {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -380,6 +371,22 @@ func (s *Server) enrollFinish(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(p, "enroll", fmt.Sprintf("passkey %d of %d", len(u.Credentials), len(u.Credentials)), nil)
 	s.startLogin(w, g.uid)
+}
+
+// enrollee is the person an enrolment is for, checked afresh, and their
+// passkeys; false when it answered w with why not.
+func (s *Server) enrollee(w http.ResponseWriter, uid uint32) (people.Person, *passkeyUser, bool) {
+	p, err := s.who(uid)
+	if err != nil {
+		pkError(w, http.StatusForbidden, err.Error())
+		return p, nil, false
+	}
+	u, err := s.pk.user(uid, p.Name)
+	if err != nil {
+		pkError(w, http.StatusServiceUnavailable, err.Error())
+		return p, nil, false
+	}
+	return p, u, true
 }
 
 func (s *Server) loginBegin(w http.ResponseWriter, r *http.Request) {
