@@ -168,23 +168,6 @@ type OAuthEndpoints struct {
 	ClientID     string `toml:"client_id"`
 }
 
-// Web configures the Runner's web page.
-type Web struct {
-	// Listen is a host:port, or "off": a loopback one, or any with TLS
-	// (webtls.go).
-	Listen string `toml:"listen"`
-	// TLS is "" (plain HTTP: loopback only) or "self-signed" (paddock
-	// makes a certificate and prints its fingerprint); Cert and Key are
-	// the owner's certificate and key instead.
-	TLS  string `toml:"tls"`
-	Cert string `toml:"tls_cert"`
-	Key  string `toml:"tls_key"`
-	// Hosts are the names (or addresses) the page is reached by, beside
-	// its listen address: the only Host headers it answers, and the
-	// self-signed certificate's names.
-	Hosts []string `toml:"hosts"`
-}
-
 // Egress configures the egress proxy.
 type Egress struct {
 	// MaxTunnels caps each session's open egress connections.
