@@ -223,6 +223,15 @@ func TestLoginCookieAndPages(t *testing.T) {
 	if resp.StatusCode != 403 || len(fb.created) != 0 {
 		t.Fatalf("POST without the header: %d", resp.StatusCode)
 	}
+	// A cross-site form's rm (or anything else that changes): refused too.
+	for _, m := range [][2]string{{"DELETE", "/api/sessions/x"}, {"POST", "/api/sessions/x/sleep"}, {"POST", "/logout"}} {
+		r, _ := http.NewRequest(m[0], srv.URL+m[1], nil)
+		resp, _ = c.Do(r)
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Fatalf("%s %s without the header: %d", m[0], m[1], resp.StatusCode)
+		}
+	}
 	req, _ := http.NewRequest("POST", srv.URL+"/api/sessions", strings.NewReader(`{"name":"x"}`))
 	req.Header.Set("X-Paddock", "1")
 	resp, _ = c.Do(req)
