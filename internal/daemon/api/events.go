@@ -52,65 +52,70 @@ func eventRoutes(mux *http.ServeMux, b Backend) {
 	if !ok {
 		return
 	}
-	serve := func(w http.ResponseWriter, r *http.Request, ref string) {
-		after, err := afterOf(r)
-		if err != nil {
-			writeErr(w, err)
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { ServeEvents(w, r, ev, "") })
+	mux.HandleFunc("GET /v1/sessions/{ref}/events", func(w http.ResponseWriter, r *http.Request) {
+		ServeEvents(w, r, ev, r.PathValue("ref"))
+	})
+}
+
+// ServeEvents answers r with the event stream of the session ref ("" for
+// every session the caller sees), as Eventer describes it, until r's
+// context ends or the stream is cut off. The web page serves its own
+// stream with it, behind its own login.
+func ServeEvents(w http.ResponseWriter, r *http.Request, ev Eventer, ref string) {
+	after, err := afterOf(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	st, err := ev.Events(r.Context(), ref, after)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer st.Close()
+	fl, _ := w.(http.Flusher)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(200)
+	if st.Lagged {
+		fmt.Fprint(w, "event: lagged\ndata: {\"error\":\"some events were no longer kept\"}\n\n")
+	} else {
+		fmt.Fprint(w, ": stream open\n\n")
+	}
+	if fl != nil {
+		fl.Flush()
+	}
+	tick := time.NewTicker(Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
 			return
-		}
-		st, err := ev.Events(r.Context(), ref, after)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		defer st.Close()
-		fl, _ := w.(http.Flusher)
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-store")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(200)
-		if st.Lagged {
-			fmt.Fprint(w, "event: lagged\ndata: {\"error\":\"some events were no longer kept\"}\n\n")
-		} else {
-			fmt.Fprint(w, ": stream open\n\n")
+		case <-tick.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case e, ok := <-st.C:
+			if !ok {
+				msg := "the event stream ended"
+				if err := st.Err(); err != nil {
+					msg = err.Error()
+				}
+				b, _ := json.Marshal(errorBody{Error: msg, Kind: "unavailable"})
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
+				return
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
 		}
 		if fl != nil {
 			fl.Flush()
 		}
-		tick := time.NewTicker(Heartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tick.C:
-				fmt.Fprint(w, ": keep-alive\n\n")
-			case e, ok := <-st.C:
-				if !ok {
-					msg := "the event stream ended"
-					if err := st.Err(); err != nil {
-						msg = err.Error()
-					}
-					b, _ := json.Marshal(errorBody{Error: msg, Kind: "unavailable"})
-					fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
-					return
-				}
-				b, err := json.Marshal(e)
-				if err != nil {
-					continue
-				}
-				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
 	}
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) { serve(w, r, "") })
-	mux.HandleFunc("GET /v1/sessions/{ref}/events", func(w http.ResponseWriter, r *http.Request) {
-		serve(w, r, r.PathValue("ref"))
-	})
 }
 
 // afterOf is the Seq a client asks to resume after: Last-Event-ID, or
