@@ -89,21 +89,9 @@ func TestWebOverTLS(t *testing.T) {
 	}
 
 	// Chromium trusting only this certificate's key shows the page.
-	chromium := testenv.LookPath(t, "chromium")
-	pemBytes, err := os.ReadFile(filepath.Join(e.dir, webtls.Dir, "cert.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(pemBytes)
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 	e.pd("run", "-d", "--name", "tls-1", "--backend", "local")
 	defer e.pdRun("rm", "-f", "tls-1")
-	ctx := newBrowser(t, chromium, chromedp.Flag("host-resolver-rules", "MAP paddock.test 127.0.0.1"),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
+	ctx := pinnedBrowser(t, e)
 	if err := chromedp.Do(ctx, chromedp.Navigate(strings.TrimSpace(e.pd("web"))), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="tls-1"]`))); err != nil {
 		t.Fatalf("the page over TLS in Chromium: %v", err)
 	}
@@ -121,7 +109,7 @@ func TestWebOverTLS(t *testing.T) {
 // logins from one address are limited (429); both logins are in the
 // audit log.
 func TestPasskeyLogin(t *testing.T) {
-	chromium := testenv.LookPath(t, "chromium")
+	testenv.LookPath(t, "chromium")
 	e := newEnvOpts(t, envOpts{web: "tls = \"self-signed\"\nhosts = [\"paddock.test\"]\n"})
 	enroll := strings.TrimSpace(e.pd("web", "enroll"))
 	m := regexp.MustCompile(`^https://paddock\.test:(\d+)/enroll\?token=\S+$`).FindStringSubmatch(enroll)
@@ -132,27 +120,8 @@ func TestPasskeyLogin(t *testing.T) {
 	e.pd("run", "-d", "--name", "pk-1", "--backend", "local")
 	defer e.pdRun("rm", "-f", "pk-1")
 
-	pemBytes, err := os.ReadFile(filepath.Join(e.dir, webtls.Dir, "cert.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(pemBytes)
-	cert, _ := x509.ParseCertificate(blk.Bytes)
-	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	ctx := newBrowser(t, chromium, chromedp.Flag("host-resolver-rules", "MAP paddock.test 127.0.0.1"),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, tg, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, tg, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{Options: &cdpwebauthn.VirtualAuthenticatorOptions{
-			Protocol: cdpwebauthn.AuthenticatorProtocolCtap2, Transport: cdpwebauthn.AuthenticatorTransportInternal,
-			HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
-		}})
-		return err
-	})); err != nil {
-		t.Fatalf("the virtual authenticator: %v", err)
-	}
+	ctx := pinnedBrowser(t, e)
+	virtualAuthenticator(t, ctx)
 	// listed waits until the page lists the session: logged in.
 	listed := func(what string) {
 		t.Helper()
@@ -226,5 +195,43 @@ func TestPasskeyLogin(t *testing.T) {
 	})
 	if strings.Join(hows, " ") != "enroll passkey" {
 		t.Fatalf("audit: %v", hows)
+	}
+}
+
+// pinnedBrowser is a Chromium that reaches paddock.test on loopback and
+// trusts the key of e's self-signed certificate, and no other.
+func pinnedBrowser(t *testing.T, e *env, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	chromium := testenv.LookPath(t, "chromium")
+	pemBytes, err := os.ReadFile(filepath.Join(e.dir, webtls.Dir, "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return newBrowser(t, chromium, append([]chromedp.ExecAllocatorOption{chromedp.Flag("host-resolver-rules", "MAP paddock.test 127.0.0.1"),
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:]))}, extra...)...)
+}
+
+// virtualAuthenticator gives the browser's tab Chromium's virtual
+// authenticator: a device with a platform passkey that a person always
+// approves.
+func virtualAuthenticator(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{Options: &cdpwebauthn.VirtualAuthenticatorOptions{
+			Protocol: cdpwebauthn.AuthenticatorProtocolCtap2, Transport: cdpwebauthn.AuthenticatorTransportInternal,
+			HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+		}})
+		return err
+	})); err != nil {
+		t.Fatalf("the virtual authenticator: %v", err)
 	}
 }
