@@ -101,7 +101,8 @@ func (r *Runner) LastTurn(ctx context.Context, ref string) (api.TurnResult, erro
 		}
 		working := now.Activity.State == activity.Working || now.Activity.State == activity.Starting
 		settled := t.Ended && !t.EndedAt.Before(now.Activity.Since.Add(-turnSlack))
-		if working || settled || time.Now().After(deadline) || now.Observed != session.Running {
+		noTurn := t.Lines == 0 // no transcript yet: claude has had no prompt
+		if working || settled || noTurn || time.Now().After(deadline) || now.Observed != session.Running {
 			return api.TurnResult{Session: now, Turn: t, Done: !working && t.Ended}, nil
 		}
 		select {
