@@ -221,6 +221,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.usageRoutes(mux)  // usage.go
 	s.reviewRoutes(mux) // review.go
+	s.liveRoutes(mux)   // live.go
 	if l, ok := s.b.(api.Loginer); ok {
 		// paddock's own login: its state for everyone (it says why sessions
 		// may fail), logging in for admins (the Guard decides).
@@ -378,6 +379,12 @@ type Row struct {
 	session.Session
 	// TokensUsed sums input and output tokens the proxy saw.
 	TokensUsed int64 `json:"tokens_used"`
+	// NeedsYou is what the session needs of a person (NeedsApproval,
+	// NeedsAnswer, NeedsRestart), "" for nothing; Pending counts its
+	// connections waiting for approval, the oldest since PendingSince.
+	NeedsYou     string    `json:"needs_you,omitempty"`
+	Pending      int       `json:"pending,omitempty"`
+	PendingSince time.Time `json:"pending_since,omitzero"`
 }
 
 // allUsers is the Backend's optional list of every person's sessions.
@@ -396,12 +403,15 @@ func (s *Server) list(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	pending := s.pendingBySession(r)
 	rows := []Row{}
 	for _, x := range ss {
 		if !x.Live() {
 			continue
 		}
-		row := Row{Session: x}
+		pc := pending[x.ID]
+		row := Row{Session: x, Pending: pc.n, PendingSince: pc.since}
+		row.NeedsYou = needsYou(row, pc.n)
 		if es, err := s.b.Logs(r.Context(), x.ID, 0); err == nil {
 			for _, e := range es {
 				row.TokensUsed += e.InputTokens + e.OutputTokens
@@ -409,6 +419,7 @@ func (s *Server) list(r *http.Request) (any, error) {
 		}
 		rows = append(rows, row)
 	}
+	sortByNeed(rows)
 	return rows, nil
 }
 
