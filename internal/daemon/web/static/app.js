@@ -45,6 +45,9 @@ function activityText(s) {
   return a.state + " " + (d < 60 ? d + "s" : d < 3600 ? Math.floor(d / 60) + "m" : Math.floor(d / 3600) + "h");
 }
 
+// NEEDS is what a session needs of a person (the Runner's needs_you), in words.
+const NEEDS = { approval: "approve a connection", waiting: "waiting for you", exited: "claude exited" };
+
 // me is who this browser's login is (GET /api/whoami); every request is
 // made as them, and the Runner shows and allows only what their roles do.
 let me = null;
@@ -60,14 +63,20 @@ async function showList() {
   }
   showLogin().catch(() => {});
   const rows = await call("GET", "/api/sessions" + ($("#allUsers").checked ? "?all_users=1" : ""));
+  // The Runner sends the sessions that need a person first; the tab's
+  // title counts them.
+  const needy = rows.filter((s) => s.needs_you).length;
+  document.title = (needy ? "(" + needy + ") " : "") + "paddock";
   const tb = $("#sessions tbody"); tb.textContent = "";
   for (const s of rows) {
     const tr = document.createElement("tr"); tr.dataset.name = s.name;
+    if (s.needs_you) { tr.className = "needs needs-" + s.needs_you; tr.dataset.needs = s.needs_you; }
     const a = document.createElement("a"); a.href = "#/s/" + encodeURIComponent(s.name); a.textContent = s.name;
-    cell(tr, "").appendChild(a);
-    cell(tr, (s.owner && s.owner.name) || "-").className = "owner"; cell(tr, s.your_role || "-").className = "role";
-    cell(tr, s.frozen ? "frozen" : s.observed); cell(tr, activityText(s)).className = "activity"; cell(tr, s.backend); cell(tr, s.egress); cell(tr, s.model || "-");
-    cell(tr, new Date(s.created).toLocaleString()); cell(tr, String(s.tokens_used));
+    const first = cell(tr, ""); first.appendChild(a);
+    if (s.needs_you) { const b = document.createElement("span"); b.className = "badge"; b.textContent = NEEDS[s.needs_you] || s.needs_you; first.appendChild(b); }
+    cell(tr, (s.owner && s.owner.name) || "-").className = "owner wide"; cell(tr, s.your_role || "-").className = "role wide";
+    cell(tr, s.frozen ? "frozen" : s.observed); cell(tr, activityText(s)).className = "activity";
+    for (const v of [s.backend, s.egress, s.model || "-", new Date(s.created).toLocaleString(), String(s.tokens_used)]) cell(tr, v).classList.add("wide");
     const act = cell(tr, "");
     const btn = (label, f) => { const b = document.createElement("button"); b.textContent = label; b.onclick = async () => { try { await f(); } catch (e) { alert(e.message); } showList(); }; act.appendChild(b); };
     btn("watch", async () => { location.hash = "#/s/" + encodeURIComponent(s.name) + "/observer"; });
@@ -101,6 +110,7 @@ let currentSession = null;
 
 function closeSession() {
   if (currentSession) { currentSession = null; document.dispatchEvent(new Event("paddock:close")); }
+  setCtrl(false);
   if (sock) { sock.close(); sock = null; }
   if (term) { term.dispose(); term = null; }
   if (logTimer) { clearInterval(logTimer); logTimer = null; }
@@ -117,7 +127,7 @@ async function showSession(name, asked) {
   // A clone session's review takes its column before the terminal is
   // sized (review.js fills it), so claude is not redrawn at once.
   $("#review").hidden = !info.clone;
-  term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14 });
+  term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: matchMedia("(max-width: 700px)").matches ? 11 : 14 });
   const fit = new FitAddon.FitAddon(); term.loadAddon(fit);
   term.open($("#terminal")); fit.fit();
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
@@ -128,10 +138,11 @@ async function showSession(name, asked) {
   sock.binaryType = "arraybuffer";
   sock.onmessage = (m) => term.write(new Uint8Array(m.data));
   sock.onclose = () => term && term.write("\r\n[the terminal ended]\r\n");
-  term.onData((d) => { if (role !== "observer" && sock.readyState === 1) sock.send(JSON.stringify({ t: "i", d })); });
+  term.onData((d) => sendInput(ctrlNext ? withCtrl(d) : d));
   term.onResize(({ rows, cols }) => sock.readyState === 1 && sock.send(JSON.stringify({ t: "r", rows, cols })));
   window.onresize = () => fit.fit();
   document.body.dataset.role = role;
+  for (const b of document.querySelectorAll("#keys button")) b.disabled = role === "observer";
   const loadLogs = async () => {
     const es = await call("GET", "/api/sessions/" + encodeURIComponent(name) + "/logs").catch(() => []);
     const tb = $("#decisions tbody"); tb.textContent = "";
@@ -151,6 +162,34 @@ async function showSession(name, asked) {
   currentSession = { name, info, role };
   document.dispatchEvent(new Event("paddock:session"));
   fit.fit();
+}
+
+// sendInput sends keys to claude's terminal, for a driver.
+function sendInput(d) {
+  if (currentSession && currentSession.role !== "observer" && sock && sock.readyState === 1) sock.send(JSON.stringify({ t: "i", d }));
+}
+
+// The key row: the keys a phone's keyboard lacks. Ctrl is sticky: the
+// next key typed goes with it (Ctrl, then c, is ^C). An arrow is what the
+// terminal's cursor-key mode asks for, as xterm.js itself sends it.
+let ctrlNext = false;
+function setCtrl(on) { ctrlNext = on; $('#keys [data-key="ctrl"]').classList.toggle("on", on); }
+function withCtrl(d) {
+  setCtrl(false);
+  if (d.length !== 1) return d;
+  const c = d.toUpperCase().charCodeAt(0);
+  if (c >= 64 && c <= 95) return String.fromCharCode(c - 64);
+  return d === "?" ? "\x7f" : d;
+}
+const KEYS = { esc: "\x1b", tab: "\t", stab: "\x1b[Z" }, ARROWS = { up: "A", down: "B", right: "C", left: "D" };
+for (const b of document.querySelectorAll("#keys button")) {
+  b.onpointerdown = (e) => e.preventDefault(); // the terminal keeps the focus, and a phone its keyboard
+  b.onclick = () => {
+    const k = b.dataset.key;
+    if (k === "ctrl") { setCtrl(!ctrlNext); return; }
+    setCtrl(false);
+    sendInput(ARROWS[k] ? (term && term.modes.applicationCursorKeysMode ? "\x1bO" : "\x1b[") + ARROWS[k] : KEYS[k]);
+  };
 }
 
 // showPreviews lists the session's published ports (paddock port), each
@@ -218,7 +257,7 @@ async function showPending() {
   }
 }
 showPending().catch(() => {});
-setInterval(() => showPending().catch(() => {}), 1000);
+setInterval(() => showPending().catch(() => {}), 3000); // live.js shows a new one at once
 
 // The list stays live: activity changes every turn.
 setInterval(() => { if (!$("#list").hidden) showList().catch(() => {}); }, 2000);
