@@ -68,7 +68,11 @@ func buildOpenAPI() obj {
 			op["parameters"] = params
 		}
 		if rt.Request != nil {
-			op["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": g.schema(reflect.TypeOf(rt.Request))}}}
+			media := obj{"schema": g.schema(reflect.TypeOf(rt.Request))}
+			if rt.Example != nil {
+				media["example"] = rt.Example
+			}
+			op["requestBody"] = obj{"required": true, "content": obj{"application/json": media}}
 		}
 		ok := obj{"description": "OK"}
 		switch {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -62,6 +63,10 @@ type Route struct {
 	// Produces is the answer's media type when it is not JSON.
 	Request, Response any
 	Produces          string
+	// Example is a worked request body (JSON of Request's type), in the
+	// document as the request's example; TestAPIOverHTTP sends it to a
+	// running Runner and checks the answer against the document.
+	Example json.RawMessage
 }
 
 // Method and Path split the pattern.
@@ -86,15 +91,18 @@ var Routes = []Route{
 	{Pattern: "GET /v1/openapi.json", Scope: ScopeRead, Summary: "This document.", Response: map[string]any{}},
 	{Pattern: "GET /v1/sessions", Scope: ScopeRead, Summary: "The caller's sessions and those shared with them.", Response: []session.Session{},
 		Query: []Param{{"all_users", "string", "1: every person's (admins only)"}}},
-	{Pattern: "POST /v1/sessions", Scope: ScopeOperate, Summary: "Create a session (and start it, unless no_start); prompt is claude's first message.", Request: CreateRequest{}, Response: session.Session{}},
+	{Pattern: "POST /v1/sessions", Scope: ScopeOperate, Summary: "Create a session (and start it, unless no_start); prompt is claude's first message.", Request: CreateRequest{}, Response: session.Session{},
+		Example: json.RawMessage(`{"name":"fix-1","prompt":"run go test ./... and fix what fails","workspace":"/home/me/src/app"}`)},
 	{Pattern: "GET /v1/sessions/{ref}", Scope: ScopeRead, Summary: "One session, by name or id prefix.", Response: session.Session{}},
 	{Pattern: "DELETE /v1/sessions/{ref}", Scope: ScopeOperate, Summary: "Remove a session and its box.", Response: session.Session{},
 		Query: []Param{{"keep_volume", "string", "1: keep its workspace volume"}}},
 	{Pattern: "POST /v1/sessions/{ref}/sleep", Scope: ScopeOperate, Summary: "Stop its box, keeping the conversation.", Response: session.Session{}},
 	{Pattern: "POST /v1/sessions/{ref}/wake", Scope: ScopeOperate, Summary: "Start a sleeping session again, resuming the conversation.", Response: session.Session{}},
 	{Pattern: "POST /v1/sessions/{ref}/freeze", Scope: ScopeOperate, Summary: "Freeze its box's processes in memory.", Response: session.Session{}},
-	{Pattern: "POST /v1/sessions/{ref}/set", Scope: ScopeOperate, Summary: "Change a session's settings (egress, budget…).", Request: SetRequest{}, Response: session.Session{}},
-	{Pattern: "POST /v1/sessions/{ref}/message", Scope: ScopeDrive, Summary: "Type a message into claude's prompt and submit it; answered when claude took it, or queued while it works.", Request: MessageRequest{}, Response: MessageResult{}},
+	{Pattern: "POST /v1/sessions/{ref}/set", Scope: ScopeOperate, Summary: "Change a session's settings (egress, budget…).", Request: SetRequest{}, Response: session.Session{},
+		Example: json.RawMessage(`{"egress":"allowlist","allow":["proxy.golang.org"],"ask":true}`)},
+	{Pattern: "POST /v1/sessions/{ref}/message", Scope: ScopeDrive, Summary: "Type a message into claude's prompt and submit it; answered when claude took it, or queued while it works.", Request: MessageRequest{}, Response: MessageResult{},
+		Example: json.RawMessage(`{"text":"now add a test for it"}`)},
 	{Pattern: "GET /v1/sessions/{ref}/wait", Scope: ScopeRead, Summary: "Long poll: answered when claude's activity is the one asked for, the session stops, or the timeout passes.", Response: WaitResult{},
 		Query: []Param{{"for", "string", "working, waiting, exited or starting (default waiting)"}, {"timeout", "string", "a Go duration, at most 5m (default 30s)"}}},
 	{Pattern: "GET /v1/sessions/{ref}/turn", Scope: ScopeRead, Summary: "The last turn of the conversation: the prompt, claude's words, tool calls and results.", Response: TurnResult{}},
@@ -119,7 +127,8 @@ var Routes = []Route{
 	{Pattern: "GET /v1/sessions/{ref}/export", Scope: ScopeOperate, Summary: "A session file: the session and its conversation.", Produces: mediaBinary},
 	{Pattern: "POST /v1/sessions/import", Scope: ScopeOperate, Summary: "Make a session from a session file.", Response: ImportResult{}},
 	{Pattern: "GET /v1/egress/pending", Scope: ScopeRead, Summary: "Connections waiting for a person's approval.", Response: []PendingView{}},
-	{Pattern: "POST /v1/sessions/{ref}/egress/approve", Scope: ScopeDrive, Summary: "Approve or deny a waiting connection.", Request: ApproveRequest{}, Response: ApproveResult{}},
+	{Pattern: "POST /v1/sessions/{ref}/egress/approve", Scope: ScopeDrive, Summary: "Approve or deny a waiting connection.", Request: ApproveRequest{}, Response: ApproveResult{},
+		Example: json.RawMessage(`{"rule":"sum.golang.org:443","scope":"session"}`)},
 	{Pattern: "GET /v1/egress/always", Scope: ScopeRead, Summary: "Standing approvals.", Response: AlwaysList{},
 		Query: []Param{{"user", "string", "whose (admins)"}}},
 	{Pattern: "POST /v1/egress/always/rm", Scope: ScopeOperate, Summary: "Remove a standing approval.", Request: AlwaysRemoveRequest{}, Response: AlwaysRemoveResult{}},

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -80,6 +82,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatalf("openapi %q", doc.OpenAPI)
 	}
 	ids := map[string]string{}
+	examples := 0
 	for _, r := range Routes {
 		op := doc.Paths[r.Path()][strings.ToLower(r.Method())]
 		if op == nil {
@@ -93,6 +96,26 @@ func TestOpenAPIDocument(t *testing.T) {
 		if sc, _ := op["x-paddock-scope"].(string); sc != scopeName(r.Scope) || sc == "" {
 			t.Fatalf("%s: scope %q", r.Pattern, sc)
 		}
+		// An example is a body of the route's type, field for field, and
+		// is in the document as the request's example.
+		if r.Example != nil {
+			if r.Request == nil {
+				t.Fatalf("%s has an example and no request body", r.Pattern)
+			}
+			dec := json.NewDecoder(bytes.NewReader(r.Example))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(reflect.New(reflect.TypeOf(r.Request)).Interface()); err != nil {
+				t.Fatalf("%s: its example is no %T: %v", r.Pattern, r.Request, err)
+			}
+			ex, _ := json.Marshal(op["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["example"])
+			if !jsonEqual(ex, r.Example) {
+				t.Fatalf("%s: the document's example is %s", r.Pattern, ex)
+			}
+			examples++
+		}
+	}
+	if examples < 4 {
+		t.Fatalf("%d examples: create, message, set and approve each have one", examples)
 	}
 	for _, m := range regexp.MustCompile(`"\$ref": "#/components/schemas/([^"]+)"`).FindAllStringSubmatch(string(raw), -1) {
 		if doc.Components.Schemas[m[1]] == nil {
@@ -137,4 +160,9 @@ func TestScopes(t *testing.T) {
 	if _, ok := ScopeOf("/"); ok {
 		t.Error("the catch-all has a scope")
 	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }

@@ -284,14 +284,30 @@ func TestAPIOverHTTP(t *testing.T) {
 	evs.follow(t, c.base+"/v1/events", read)
 
 	ws := sandboxtest.OwnedWorkspace(t, testenv.TraversableTempDir(t))
-	const name = "api-1"
+	// The document's worked examples are what this test sends, changed
+	// only where this machine must differ (the workspace).
+	example := func(pattern string, change map[string]any) map[string]any {
+		t.Helper()
+		method, path, _ := strings.Cut(pattern, " ")
+		op, _ := c.doc["paths"].(map[string]any)[path].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		ex, ok := op["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["example"].(map[string]any)
+		if !ok {
+			t.Fatalf("%s has no example in the document", pattern)
+		}
+		for k, v := range change {
+			ex[k] = v
+		}
+		return ex
+	}
+	create := example("POST /v1/sessions", map[string]any{"workspace": ws, "backend": "local"})
+	name, prompt := create["name"].(string), create["prompt"].(string)
 	var s struct {
 		ID string `json:"id"`
 	}
 	if code, b := c.call(read, "POST", "/v1/sessions", map[string]any{"name": name}); code != 403 || !strings.Contains(string(b), "needs a token of scope operate") {
 		t.Fatalf("create with a read token: %d %s", code, b)
 	}
-	c.ok(operate, "POST /v1/sessions", "/v1/sessions", map[string]any{"name": name, "backend": "local", "workspace": ws, "prompt": "say hi"}, &s)
+	c.ok(operate, "POST /v1/sessions", "/v1/sessions", create, &s)
 	defer e.pdRun("rm", "-f", name)
 	started := evs.wait(t, name, 60*time.Second, func(e events.Event) bool { return e.Type == events.TurnStarted })
 	ended := evs.wait(t, name, 60*time.Second, func(e events.Event) bool { return e.Type == events.TurnEnded && e.Seq > started.Seq })
@@ -314,9 +330,9 @@ func TestAPIOverHTTP(t *testing.T) {
 			t.Fatalf("the last turn: prompt %q, done %v, parts %s", tr.Turn.Prompt, tr.Done, b)
 		}
 	}
-	lastTurn("say hi", "hi from the fake server (turn 1)")
+	lastTurn(prompt, "hi from the fake server (turn 1)")
 
-	msg := map[string]any{"text": "API-7781 and now a second turn"}
+	msg := example("POST /v1/sessions/{ref}/message", nil)
 	if code, b := c.call(read, "POST", "/v1/sessions/"+name+"/message", msg); code != 403 || !strings.Contains(string(b), "scope is read") {
 		t.Fatalf("a message with a read token: %d %s", code, b)
 	}
@@ -325,10 +341,27 @@ func TestAPIOverHTTP(t *testing.T) {
 	if !m.Accepted && !m.Queued {
 		t.Fatalf("message: %+v", m)
 	}
-	e.waitUserWords("API-7781 and now a second turn", 30*time.Second)
+	e.waitUserWords(msg["text"].(string), 30*time.Second)
 	second := evs.wait(t, name, 60*time.Second, func(e events.Event) bool { return e.Type == events.TurnEnded && e.Seq > ended.Seq })
 	c.ok(read, "GET /v1/sessions/{ref}/wait", "/v1/sessions/"+name+"/wait?for=waiting&timeout=60s", nil, &w)
-	lastTurn("API-7781 and now a second turn", "hi from the fake server (turn 2)")
+	lastTurn(msg["text"].(string), "hi from the fake server (turn 2)")
+
+	// The egress examples: allowlist with ask, then a name approved for
+	// the session's life before anything asks for it.
+	c.ok(operate, "POST /v1/sessions/{ref}/set", "/v1/sessions/"+name+"/set", example("POST /v1/sessions/{ref}/set", nil), nil)
+	var ap api.ApproveResult
+	c.ok(drive, "POST /v1/sessions/{ref}/egress/approve", "/v1/sessions/"+name+"/egress/approve", example("POST /v1/sessions/{ref}/egress/approve", nil), &ap)
+	if !ap.Recorded || ap.Rule != "sum.golang.org:443" {
+		t.Fatalf("approve: %+v", ap)
+	}
+	var after struct {
+		Egress string `json:"egress"`
+		Ask    bool   `json:"egress_ask"`
+	}
+	c.ok(read, "GET /v1/sessions/{ref}", "/v1/sessions/"+name, nil, &after)
+	if after.Egress != "allowlist" || !after.Ask {
+		t.Fatalf("after set: %+v", after)
+	}
 
 	// Every read route of the document that answers JSON, called as the
 	// document says, answers 200 with what its schema describes.
