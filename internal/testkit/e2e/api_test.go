@@ -256,8 +256,10 @@ func (l *eventLog) wait(t *testing.T, name string, d time.Duration, match func(e
 // seen on the event stream (started, ended with its usage) and in the
 // last turn; a read token may not send a message (403, naming the scope)
 // while a drive token does, and claude's next turn answers it; every
-// answer is checked against the OpenAPI document the server serves, and
-// every read route of the document is called and answers as described;
+// answer is checked against the OpenAPI document the server serves; the
+// document's worked examples (create, message, set, approve) are the
+// bodies sent; every read route of the document is called and answers as
+// described;
 // a token never reaches a socket-only route; a revoked token is refused;
 // the audit log names the token a message came through.
 func TestAPIOverHTTP(t *testing.T) {
