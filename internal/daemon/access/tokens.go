@@ -93,9 +93,14 @@ func (g *Guard) WebEnroll(ctx context.Context, user string) (string, error) {
 	return u, err
 }
 
-// RecordWebLogin records a login to the web page by passkey, or its
-// refusal.
+// RecordWebLogin records a login to the web page, by passkey or by a
+// one-time URL (ActionWebLogin, Detail "used", beside the entry of the
+// URL's making), or its refusal.
 func (g *Guard) RecordWebLogin(p people.Person, how, detail string, err error) {
+	if how == "url" { // beside the entry of the URL's making
+		g.record(p, audit.ActionWebLogin, nil, err, func(e *audit.Entry) { e.Detail = detail })
+		return
+	}
 	g.record(p, audit.ActionWebPasskey, nil, err, func(e *audit.Entry) { e.Detail = how + " " + detail })
 }
 

@@ -113,7 +113,7 @@ const (
 	ActionRemove           = "rm"
 	ActionCredentialSet    = "credential-set"
 	ActionCredentialRemove = "credential-rm"
-	ActionWebLogin         = "web-login"
+	ActionWebLogin         = "web-login" // a one-time login URL made, or (Detail "used") used
 	ActionPrune            = "prune"
 	// A session written out to a file, and one made from such a file
 	// (paddock session export, import); Detail says what moved.

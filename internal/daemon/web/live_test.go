@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +190,46 @@ func TestApproveIsNoCrossSiteForm(t *testing.T) {
 	}
 	if code := post(true); code != 200 || len(lb.approved) != 1 || lb.approved[0].Rule != "example.com:443" {
 		t.Fatalf("the page's approval: %d, %+v", code, lb.approved)
+	}
+}
+
+// auditBackend records the page's logins.
+type auditBackend struct {
+	*fakeBackend
+	mu     sync.Mutex
+	logins []string
+}
+
+func (a *auditBackend) RecordWebLogin(p people.Person, how, detail string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.logins = append(a.logins, fmt.Sprintf("%s %s %s %v", p.Name, how, detail, err != nil))
+}
+
+// TestURLLoginAudited: a one-time login URL's use is in the audit log,
+// as the person it was made for; one made for a person taken out of the
+// group since is refused, and the refusal is recorded too.
+func TestURLLoginAudited(t *testing.T) {
+	ab := &auditBackend{fakeBackend: &fakeBackend{}}
+	s := New(ab, who, nil)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	st := &site{hs, s}
+	loggedInAs(t, st, 1300)
+	u := st.newLoginFor(t, 1301)
+	gone.Store(uint32(1301), true)
+	defer gone.Delete(uint32(1301))
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("a login for a person gone: %d, cookie %q", resp.StatusCode, resp.Header.Get("Set-Cookie"))
+	}
+	ab.mu.Lock()
+	defer ab.mu.Unlock()
+	if got := strings.Join(ab.logins, "; "); got != "u1300 url used false;  url  true" {
+		t.Fatalf("audited: %q", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/paddockhq/paddock/internal/daemon/people"
 )
 
 // SetTLS says the page is served over TLS: its cookies are then Secure,
@@ -30,7 +32,8 @@ type grant struct {
 }
 
 // login trades a login token, once, for a login: the cookie, and the
-// page's key in the answer's body. The answer is the page itself (its
+// page's key in the answer's body; the login is in the audit log (the
+// URL's making is too, by the Runner). The answer is the page itself (its
 // index.html, the key in a meta tag the page's script takes into its
 // origin's storage), not a redirect: the key is in no URL, and the answer
 // is neither cached (no-store) nor readable by another origin.
@@ -44,6 +47,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "paddock: this login URL is unknown, used or expired (each is good once, for 10 minutes); run `paddock web` for a new one", http.StatusUnauthorized)
 		return
 	}
+	p, err := s.who(g.uid) // the person now: one taken out of the group meanwhile is refused
+	if err != nil {
+		s.audit(people.Person{UID: g.uid}, "url", "", err)
+		http.Error(w, "paddock: "+err.Error(), http.StatusForbidden)
+		return
+	}
 	page, err := static.ReadFile("static/index.html")
 	if err != nil || !strings.Contains(string(page), keyMeta) {
 		http.Error(w, "paddock: the page has no place for its key", http.StatusInternalServerError)
@@ -54,6 +63,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
 	}
+	s.audit(p, "url", "used", nil)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// k is base64url: nothing in it needs escaping in an attribute.

@@ -60,7 +60,7 @@ const bucketPasskeys = "passkeys"
 // WebAuditor is the Backend's optional audit of logins to the page.
 type WebAuditor interface {
 	// RecordWebLogin records that p logged in (or was refused, err) by how
-	// ("passkey", "enroll").
+	// ("passkey", "enroll", or "url": a one-time login URL used).
 	RecordWebLogin(p people.Person, how, detail string, err error)
 }
 
