@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -125,10 +124,8 @@ func keyIn(page string) string {
 // header for fetch, a subprotocol for the socket, as the page sends it.
 func TestCookieAloneIsNothing(t *testing.T) {
 	b := &everyRoute{fakeBackend: &fakeBackend{}}
-	s := New(b, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	st := &site{hs, s}
+	st := siteWith(t, b)
+	hs := st.Server
 
 	// Log in as a browser does; the key is in the login's answer only.
 	login := func(uid uint32) (http.CookieJar, string) {

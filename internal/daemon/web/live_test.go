@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -79,10 +78,9 @@ func (b *liveBackend) LastTurn(_ context.Context, ref string) (api.TurnResult, e
 // frozen sessions wait for nothing.
 func TestNeedsYouFirst(t *testing.T) {
 	lb := &liveBackend{fakeBackend: &fakeBackend{}, t0: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC), hub: events.New()}
-	s := New(lb, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	c := loggedIn(t, &site{hs, s})
+	st := siteWith(t, lb)
+	hs := st.Server
+	c := loggedIn(t, st)
 	resp, err := c.Get(hs.URL + "/api/sessions")
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +109,9 @@ func TestNeedsYouFirst(t *testing.T) {
 // as server-sent events; the last turn is served as the API's.
 func TestPageEvents(t *testing.T) {
 	lb := &liveBackend{fakeBackend: &fakeBackend{}, hub: events.New()}
-	s := New(lb, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	c := loggedInAs(t, &site{hs, s}, 1234)
+	st := siteWith(t, lb)
+	hs := st.Server
+	c := loggedInAs(t, st, 1234)
 
 	resp, err := cookieOnly(c).Get(hs.URL + "/api/events")
 	if err != nil {
@@ -168,10 +165,9 @@ func TestPageEvents(t *testing.T) {
 // is approved.
 func TestApproveIsNoCrossSiteForm(t *testing.T) {
 	lb := &liveBackend{fakeBackend: &fakeBackend{}, hub: events.New()}
-	s := New(lb, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	c := loggedIn(t, &site{hs, s})
+	st := siteWith(t, lb)
+	hs := st.Server
+	c := loggedIn(t, st)
 	post := func(header bool) int {
 		req, _ := http.NewRequest("POST", hs.URL+"/api/sessions/asks/egress/approve", strings.NewReader(`{"rule":"example.com:443","scope":"session"}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -211,10 +207,7 @@ func (a *auditBackend) RecordWebLogin(p people.Person, how, detail string, err e
 // group since is refused, and the refusal is recorded too.
 func TestURLLoginAudited(t *testing.T) {
 	ab := &auditBackend{fakeBackend: &fakeBackend{}}
-	s := New(ab, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	st := &site{hs, s}
+	st := siteWith(t, ab)
 	loggedInAs(t, st, 1300)
 	u := st.newLoginFor(t, 1301)
 	gone.Store(uint32(1301), true)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -32,10 +31,8 @@ func (u *usageBackend) Usage(ctx context.Context, q api.UsageQuery) (usage.Repor
 // as the logged-in person, with the socket API's query; only logged in.
 func TestUsageRoute(t *testing.T) {
 	ub := &usageBackend{fakeBackend: &fakeBackend{}}
-	s := New(ub, who, nil)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	st := &site{hs, s}
+	st := siteWith(t, ub)
+	hs := st.Server
 
 	resp, err := http.Get(hs.URL + "/api/usage")
 	if err != nil {

@@ -115,10 +115,15 @@ func who(uid uint32) (people.Person, error) {
 
 func setup(t *testing.T) (*site, *fakeBackend) {
 	fb := &fakeBackend{}
-	s := New(fb, who, nil)
+	return siteWith(t, fb), fb
+}
+
+// siteWith serves the page of b for the test.
+func siteWith(t *testing.T, b Backend) *site {
+	s := New(b, who, nil)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &site{srv, s}, fb
+	return &site{srv, s}
 }
 
 // newLogin mints a login URL, as `paddock web` asks the Runner to.
