@@ -89,11 +89,11 @@ func (r *Runner) Listen() error {
 			r.webTLS = tc
 			r.webAddr = r.webLn.Addr()
 			r.webLn = tls.NewListener(r.webLn, tc.TLS)
-			r.web.SetTLS()
+			r.web.SetTLS(tc.TLS)
 		} else {
 			r.webAddr = r.webLn.Addr()
 		}
-		r.web.SetPreviewHost(r.webAddr)
+		r.web.SetPreviewHost(r.webAddr, wc.Hosts...)
 		if pc, ok := r.passkeyConfig(); ok {
 			if err := r.web.EnablePasskeys(pc, r.store); err != nil {
 				r.webLn.Close()

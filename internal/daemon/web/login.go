@@ -5,6 +5,7 @@ package web
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,12 +15,13 @@ import (
 	"github.com/paddockhq/paddock/internal/daemon/people"
 )
 
-// SetTLS says the page is served over TLS: its cookies are then Secure,
-// and it opens no previews (their listeners would be plain HTTP).
-func (s *Server) SetTLS() {
+// SetTLS says the page is served over TLS with cfg: its cookies are then
+// Secure, and its previews are served over TLS with the same certificate
+// (it names hosts, not ports), by the name the browser uses for the page.
+func (s *Server) SetTLS(cfg *tls.Config) {
 	s.secure = true
 	s.pv.mu.Lock()
-	s.pv.host, s.pv.off = "", "this page is served over TLS, and previews are not yet: publish the port on the Runner's host with paddock port"
+	s.pv.tls = cfg
 	s.pv.mu.Unlock()
 }
 

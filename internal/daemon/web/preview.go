@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +42,9 @@ import (
 // paddock's cookies are taken out of each request before the box sees it.
 // WebSockets pass through (a dev server's hot reload). The app sees
 // itself served at "/", as on its own port, so nothing needs a base path.
+// On a page served over TLS (SetTLS) each preview's listener is TLS too,
+// with the page's certificate, and its link names the host the browser
+// reached the page by; its cookie is then Secure.
 
 // PreviewTicketTTL is how long a preview link is good for, once.
 const PreviewTicketTTL = time.Minute
@@ -61,7 +65,8 @@ type PortDialer interface {
 type previews struct {
 	mu      sync.Mutex
 	host    string                    // the page's host (IP), where previews listen
-	off     string                    // why there are none, when host is ""
+	names   []string                  // the other names the page answers to (web.hosts)
+	tls     *tls.Config               // the page's TLS, which previews are served with too (nil: plain HTTP)
 	byKey   map[previewKey]*preview   // open listeners
 	tickets map[[32]byte]previewGrant // hashes of unused tickets
 	cookies map[[32]byte]previewGrant // hashes of issued cookies
@@ -85,15 +90,16 @@ type previewGrant struct {
 	exp time.Time
 }
 
-// SetPreviewHost says where previews listen: the page's listener's IP.
-// Without it (a page not served on TCP) there are no previews.
-func (s *Server) SetPreviewHost(addr net.Addr) {
+// SetPreviewHost says where previews listen: the page's listener's IP,
+// answering to the page's names too (web.hosts). Without it (a page not
+// served on TCP) there are no previews.
+func (s *Server) SetPreviewHost(addr net.Addr, names ...string) {
 	ta, ok := addr.(*net.TCPAddr)
-	if !ok || s.secure {
+	if !ok {
 		return
 	}
 	s.pv.mu.Lock()
-	s.pv.host = ta.IP.String()
+	s.pv.host, s.pv.names = ta.IP.String(), names
 	s.pv.mu.Unlock()
 }
 
@@ -151,9 +157,17 @@ func (s *Server) previewLink(r *http.Request) (any, error) {
 		}
 	}
 	s.pv.tickets[sha256.Sum256([]byte(t))] = previewGrant{uid: who.UID, key: pv.key, exp: now.Add(PreviewTicketTTL)}
-	host := s.pv.host
+	host, scheme := s.pv.host, "http"
+	if s.pv.tls != nil {
+		// By the name the browser reached the page by (CheckHost let it
+		// through): the one the certificate names and the browser trusts.
+		scheme = "https"
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = h
+		}
+	}
 	s.pv.mu.Unlock()
-	u := url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(pv.port)), Path: "/.paddock/enter", RawQuery: "ticket=" + t}
+	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(pv.port)), Path: "/.paddock/enter", RawQuery: "ticket=" + t}
 	return map[string]string{"url": u.String()}, nil
 }
 
@@ -165,11 +179,7 @@ func (s *Server) openPreview(key previewKey) (*preview, error) {
 		return pv, nil
 	}
 	if s.pv.host == "" {
-		why := s.pv.off
-		if why == "" {
-			why = "this page is not served on TCP, so it opens no previews; use paddock port"
-		}
-		return nil, fmt.Errorf("%s: %w", why, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("this page is not served on TCP, so it opens no previews; use paddock port: %w", errdefs.ErrUnavailable)
 	}
 	if len(s.pv.byKey) >= maxPreviews {
 		return nil, fmt.Errorf("this page has %d previews open, the most it opens; restart the Runner to close them: %w", maxPreviews, errdefs.ErrLimit)
@@ -179,7 +189,10 @@ func (s *Server) openPreview(key previewKey) (*preview, error) {
 		return nil, fmt.Errorf("open a preview listener: %w", err)
 	}
 	pv := &preview{key: key, port: ln.Addr().(*net.TCPAddr).Port}
-	srv := &http.Server{Handler: CheckHost(ln.Addr(), s.previewHandler(pv)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: CheckHost(ln.Addr(), s.previewHandler(pv), s.pv.names...), ReadHeaderTimeout: 10 * time.Second}
+	if s.pv.tls != nil {
+		ln = tls.NewListener(ln, s.pv.tls)
+	}
 	if s.pv.byKey == nil {
 		s.pv.byKey = map[previewKey]*preview{}
 	}
@@ -271,7 +284,7 @@ func (s *Server) enterPreview(w http.ResponseWriter, r *http.Request, pv *previe
 	}
 	s.pv.cookies[sha256.Sum256([]byte(c))] = previewGrant{uid: g.uid, key: pv.key, exp: now.Add(CookieTTL)}
 	s.pv.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

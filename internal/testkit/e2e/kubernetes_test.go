@@ -110,7 +110,7 @@ func TestProjectImageOnKubernetes(t *testing.T) {
 // TestPreviewOnKubernetes is TestPreviewInChromium on a pod. (Before
 // TestSessionOnKubernetes, which releases the cluster.)
 func TestPreviewOnKubernetes(t *testing.T) {
-	previewInChromium(t, newKubeEnv(t), "kubernetes")
+	previewInChromium(t, newKubeEnv(t), "kubernetes", false)
 }
 
 // TestSessionOnKubernetes: a session whose box is a pod, as a user drives

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -60,14 +61,22 @@ func httpBody(t *testing.T, u, want string) string {
 // paddock port on the host, and through the web page's "open preview"
 // button in Chromium: its page, on an origin of its own, and a WebSocket
 // echo through it; once the session sleeps nothing answers.
+//
+// Over TLS (a page by name with its self-signed certificate, on local),
+// the preview is served over TLS too, by the page's name, on its own
+// origin, with a Secure cookie.
 func TestPreviewInChromium(t *testing.T) {
 	for _, backend := range []string{"local", "docker"} {
-		t.Run(backend, func(t *testing.T) { previewInChromium(t, newEnv(t), backend) })
+		t.Run(backend, func(t *testing.T) { previewInChromium(t, newEnv(t), backend, false) })
 	}
+	t.Run("tls", func(t *testing.T) {
+		previewInChromium(t, newEnvOpts(t, envOpts{web: "tls = \"self-signed\"\nhosts = [\"paddock.test\"]\n"}), "local", true)
+	})
 }
 
-// previewInChromium is TestPreviewInChromium's check on one backend of e.
-func previewInChromium(t *testing.T, e *env, backend string) {
+// previewInChromium is TestPreviewInChromium's check on one backend of e,
+// whose page is served over TLS by the name paddock.test when overTLS.
+func previewInChromium(t *testing.T, e *env, backend string, overTLS bool) {
 	chromium := testenv.LookPath(t, "chromium")
 	name := "pv"
 	e.pd("run", "-d", "--name", name, "--backend", backend)
@@ -85,7 +94,10 @@ func previewInChromium(t *testing.T, e *env, backend string) {
 
 	login := strings.TrimSpace(e.pd("web"))
 	base := login[:strings.Index(login, "/login")]
-	ctx := newBrowser(t, chromium)
+	ctx, origin := newBrowser(t, chromium), "http://127.0.0.1:"
+	if overTLS {
+		ctx, origin = pinnedBrowser(t, e), "https://paddock.test:"
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`tr[data-name="`+name+`"]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +130,28 @@ func previewInChromium(t *testing.T, e *env, backend string) {
 		t.Fatalf("the WebSocket through the preview: %q", echo)
 	}
 	loc, _ = chromedp.Run(pctx, chromedp.Evaluate[string](`location.origin`))
-	if strings.HasPrefix(base, loc) || !strings.HasPrefix(loc, "http://127.0.0.1:") {
+	if strings.HasPrefix(base, loc) || !strings.HasPrefix(loc, origin) {
 		t.Fatalf("the preview's origin %q is the page's (%s)", loc, base)
 	}
 	// The preview's origin holds nothing of the page's: no key.
 	if k, _ := chromedp.Run(pctx, chromedp.Evaluate[string](`JSON.stringify(Object.keys(localStorage))`)); k != "[]" {
 		t.Fatalf("the preview's origin has storage: %s", k)
+	}
+	if overTLS { // its cookie is Secure, as the page's
+		cs, err := chromedp.Call(pctx, network.GetCookies, network.GetCookiesParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secure := 0
+		for _, c := range cs.Cookies {
+			if strings.HasPrefix(c.Name, "paddock_preview_") && c.Secure && c.HTTPOnly {
+				secure++
+			}
+		}
+		if secure == 0 {
+			t.Fatalf("the preview's cookie over TLS: %+v", cs.Cookies)
+		}
+		backend = "tls"
 	}
 	screenshot(t, pctx, "web-preview-"+backend+".png")
 
