@@ -33,7 +33,7 @@ import (
 // from the page's box reaches the fake upstream; claude's curl asks to
 // reach a host, the phone gets a notification and approves it from the
 // list; curl gets the page; the end of the turn is another notification,
-// and the page shows the turn as text. Screenshots of the phone's list
+// and the page shows the turn as text; claude's exit is one too. Screenshots of the phone's list
 // and session page are checked for the key row and the list, in the
 // viewport's width.
 func TestPhoneConsole(t *testing.T) {
@@ -208,6 +208,15 @@ func TestPhoneConsole(t *testing.T) {
 	if !strings.Contains(turn, "sent from a phone") || !strings.Contains(turn, "Bash: fetch "+host) {
 		t.Fatalf("the last turn on the page:\n%s", turn)
 	}
+	// claude exits (/exit; on-failure leaves it so): told, and the list
+	// says so.
+	// It is told even to a person on that session's page.
+	e.typeLine("phone", "/exit")
+	waitFor("claude's exit, told", shown, "phone: claude exited", 60*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the list after the exit", order, "phone:exited idle:", 30*time.Second)
 }
 
 // checkPhoneShot saves a full screenshot of the page on the phone, and

@@ -74,8 +74,7 @@ function onEvent(type, ev) {
 // --- Notifications ----------------------------------------------------
 // Asked once, by a button (a browser shows its question only after a
 // person's own tap). Shown through a service worker where there is one
-// (a phone's browser shows none from the page itself), else by the page;
-// not while the person is looking at that very session.
+// (a phone's browser shows none from the page itself), else by the page.
 const ASKED = "paddock-notify-asked";
 const canNotify = () => "Notification" in window && Notification.permission === "granted";
 let worker = null;
@@ -103,7 +102,9 @@ if ("serviceWorker" in navigator) {
 
 function notify(ev, kind, title, body) {
   if (!canNotify()) return;
-  if (document.visibilityState === "visible" && document.hasFocus() && currentSession && currentSession.name === ev.name) return;
+  // A turn's end is on the screen of a person watching that session; an
+  // exit or an approval is told anyway (an approval times out).
+  if (kind === "waiting" && document.visibilityState === "visible" && document.hasFocus() && currentSession && currentSession.name === ev.name) return;
   const hash = "#/s/" + encodeURIComponent(ev.name);
   const opts = { body, tag: ev.session + ":" + kind, data: { hash } };
   const byPage = () => {
