@@ -114,7 +114,11 @@ ANTHROPIC_AUTH_TOKEN in this command's environment.`,
 						what = "its certificate, made now,"
 					}
 					fmt.Fprintf(o.Stderr, "paddock: the page is served over TLS; %s has the SHA-256 fingerprint\n  %s\nCheck that your browser shows the same before you log in on another machine.\n", what, fp)
-					fmt.Fprintln(o.Stderr, "paddock: from another machine or a phone, log in with a passkey: `paddock web enroll` prints a link that makes one (docs/REMOTE.md).")
+					if r.Passkeys() {
+						fmt.Fprintln(o.Stderr, "paddock: from another machine or a phone, log in with a passkey: `paddock web enroll` prints a link that makes one (docs/REMOTE.md).")
+					} else {
+						fmt.Fprintln(o.Stderr, "paddock: passkeys, the login from another machine, need the page's name: set web.hosts to the name the browser uses (a passkey cannot be bound to an IP address).")
+					}
 				}
 			}
 			// Under systemd (Type=notify): the sockets are bound, so clients

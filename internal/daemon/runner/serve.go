@@ -160,6 +160,16 @@ func (r *Runner) WebAddr() string {
 // is on loopback without TLS (browsers take http://localhost as secure).
 // WebAuthn takes no IP address as the relying party: with neither, there
 // are no passkeys.
+// Passkeys reports whether the page takes passkeys (paddock web enroll):
+// over TLS by a name of web.hosts, or on loopback as localhost.
+func (r *Runner) Passkeys() bool {
+	if r.web == nil {
+		return false
+	}
+	_, ok := r.passkeyConfig()
+	return ok
+}
+
 func (r *Runner) passkeyConfig() (web.PasskeyConfig, bool) {
 	port := strconv.Itoa(r.webAddr.(*net.TCPAddr).Port)
 	var names []string

@@ -29,14 +29,15 @@ import (
 
 // TestWebOverTLS: web.tls = "self-signed" with a name (paddock.test, on a
 // loopback address here): paddock serve prints the certificate's
-// fingerprint; paddock web prints an https URL by that name; a client
+// fingerprint, and how to log in from a phone (a passkey); paddock web prints an https URL by that name; a client
 // that pins the fingerprint logs in and gets a Secure, HttpOnly,
 // SameSite=Strict cookie; plain HTTP and another Host get nothing; an API
 // token works over it; Chromium, trusting that one key, shows the page.
 func TestWebOverTLS(t *testing.T) {
 	e := newEnvOpts(t, envOpts{web: "tls = \"self-signed\"\nhosts = [\"paddock.test\"]\n"})
 	fp := regexp.MustCompile(`(?m)^  ((?:[0-9A-F]{2}:){31}[0-9A-F]{2})$`).FindStringSubmatch(e.log.String())
-	if fp == nil || !strings.Contains(e.log.String(), "served over TLS; its certificate, made now, has the SHA-256 fingerprint") {
+	if fp == nil || !strings.Contains(e.log.String(), "served over TLS; its certificate, made now, has the SHA-256 fingerprint") ||
+		!strings.Contains(e.log.String(), "log in with a passkey: `paddock web enroll`") {
 		t.Fatalf("serve did not print the fingerprint:\n%s", e.log.String())
 	}
 	login := strings.TrimSpace(e.pd("web"))
