@@ -6,10 +6,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/base/faillimit"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 	"github.com/paddockhq/paddock/internal/daemon/api"
 	"github.com/paddockhq/paddock/internal/daemon/people"
@@ -31,11 +31,11 @@ const (
 // every request), with Via "token ID" for the audit log. Everything else
 // is refused with the reason, before mux sees it.
 func (s *Store) Handler(mux *http.ServeMux, who func(uint32) (people.Person, error)) http.Handler {
-	lim := &failLimiter{m: map[string]*failCount{}}
+	lim := faillimit.New(maxFailures, failWindow, maxTracked)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		ip := remoteIP(r)
-		if lim.blocked(ip) {
+		if lim.Blocked(ip, time.Now()) {
 			refuse(w, fmt.Errorf("too many requests with a wrong API token from %s; wait a minute: %w", ip, errdefs.ErrLimit))
 			return
 		}
@@ -47,7 +47,7 @@ func (s *Store) Handler(mux *http.ServeMux, who func(uint32) (people.Person, err
 		}
 		info, err := s.Check(secret.New(strings.TrimSpace(v)))
 		if err != nil {
-			lim.fail(ip)
+			lim.Fail(ip, time.Now())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="paddock", error="invalid_token"`)
 			refuse(w, err)
 			return
@@ -101,47 +101,4 @@ func remoteIP(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return h
-}
-
-type failCount struct {
-	n     int
-	since time.Time
-}
-
-// failLimiter counts failed checks by address.
-type failLimiter struct {
-	mu sync.Mutex
-	m  map[string]*failCount
-}
-
-func (l *failLimiter) blocked(ip string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.m[ip]
-	if c == nil {
-		return false
-	}
-	if time.Since(c.since) > failWindow {
-		delete(l.m, ip)
-		return false
-	}
-	return c.n >= maxFailures
-}
-
-func (l *failLimiter) fail(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.m[ip]
-	if c == nil || time.Since(c.since) > failWindow {
-		if len(l.m) >= maxTracked {
-			for k, v := range l.m {
-				if time.Since(v.since) > failWindow {
-					delete(l.m, k)
-				}
-			}
-		}
-		c = &failCount{since: time.Now()}
-		l.m[ip] = c
-	}
-	c.n++
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
+	"github.com/paddockhq/paddock/internal/base/faillimit"
 	"github.com/paddockhq/paddock/internal/base/store"
 	"github.com/paddockhq/paddock/internal/credentials/secret"
 	"github.com/paddockhq/paddock/internal/daemon/people"
@@ -78,7 +79,7 @@ type passkeys struct {
 	mu      sync.Mutex
 	enrolls map[[32]byte]enrollGrant
 	logins  map[string]loginCeremony
-	fails   map[string]*failCount
+	fails   *faillimit.Limiter
 }
 
 type enrollGrant struct {
@@ -90,11 +91,6 @@ type enrollGrant struct {
 type loginCeremony struct {
 	session webauthn.SessionData
 	exp     time.Time
-}
-
-type failCount struct {
-	n     int
-	since time.Time
 }
 
 // passkeyUser is a person as WebAuthn sees them, and what is stored.
@@ -116,7 +112,7 @@ func (s *Server) EnablePasskeys(c PasskeyConfig, st store.Store) error {
 	if err != nil {
 		return fmt.Errorf("passkeys for %s: %w", c.RPID, err)
 	}
-	s.pk = &passkeys{wa: wa, st: st, enrolls: map[[32]byte]enrollGrant{}, logins: map[string]loginCeremony{}, fails: map[string]*failCount{}}
+	s.pk = &passkeys{wa: wa, st: st, enrolls: map[[32]byte]enrollGrant{}, logins: map[string]loginCeremony{}, fails: faillimit.New(maxPasskeyFailures, time.Minute, maxCeremonies)}
 	return nil
 }
 
@@ -193,7 +189,7 @@ func (s *Server) ceremonyOK(w http.ResponseWriter, r *http.Request) bool {
 		pkError(w, http.StatusForbidden, "passkey requests come from this page only")
 		return false
 	}
-	if s.pk.blocked(remoteIP(r), s.now()) {
+	if s.pk.fails.Blocked(remoteIP(r), s.now()) {
 		w.Header().Set("Retry-After", "60")
 		pkError(w, http.StatusTooManyRequests, "too many failed logins from this address; wait a minute")
 		return false
@@ -207,38 +203,6 @@ func remoteIP(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return h
-}
-
-func (p *passkeys) blocked(ip string, now time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.fails[ip]
-	if c == nil {
-		return false
-	}
-	if now.Sub(c.since) > time.Minute {
-		delete(p.fails, ip)
-		return false
-	}
-	return c.n >= maxPasskeyFailures
-}
-
-func (p *passkeys) fail(ip string, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.fails[ip]
-	if c == nil || now.Sub(c.since) > time.Minute {
-		if len(p.fails) >= maxCeremonies {
-			for k, v := range p.fails {
-				if now.Sub(v.since) > time.Minute {
-					delete(p.fails, k)
-				}
-			}
-		}
-		c = &failCount{since: now}
-		p.fails[ip] = c
-	}
-	c.n++
 }
 
 // user is uid's stored passkeys (a new handle if they have none).
@@ -303,7 +267,7 @@ func (s *Server) enrollBegin(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.pk.enrolls[h]
 	s.pk.mu.Unlock()
 	if !ok || s.now().After(g.exp) {
-		s.pk.fail(remoteIP(r), s.now())
+		s.pk.fails.Fail(remoteIP(r), s.now())
 		pkError(w, http.StatusUnauthorized, "this enrolment link is unknown, used or expired (each is good once, for 15 minutes); ask for a new one: paddock web enroll")
 		return
 	}
@@ -349,7 +313,7 @@ func (s *Server) enrollFinish(w http.ResponseWriter, r *http.Request) {
 	delete(s.pk.enrolls, h) // one try, good or not
 	s.pk.mu.Unlock()
 	if !ok || g.session == nil || s.now().After(g.exp) {
-		s.pk.fail(remoteIP(r), s.now())
+		s.pk.fails.Fail(remoteIP(r), s.now())
 		pkError(w, http.StatusUnauthorized, "this enrolment link is unknown, used or expired; ask for a new one: paddock web enroll")
 		return
 	}
@@ -430,7 +394,7 @@ func (s *Server) loginFinish(w http.ResponseWriter, r *http.Request) {
 	delete(s.pk.logins, id)
 	s.pk.mu.Unlock()
 	if !ok || s.now().After(c.exp) {
-		s.pk.fail(remoteIP(r), s.now())
+		s.pk.fails.Fail(remoteIP(r), s.now())
 		pkError(w, http.StatusUnauthorized, "this login took too long or was already used; try again")
 		return
 	}
@@ -446,7 +410,7 @@ func (s *Server) loginFinish(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	_, cred, err := s.pk.wa.FinishPasskeyLogin(handler, c.session, r)
 	if err != nil || found == nil {
-		s.pk.fail(remoteIP(r), s.now())
+		s.pk.fails.Fail(remoteIP(r), s.now())
 		if found != nil {
 			if p, werr := s.who(found.UID); werr == nil {
 				s.audit(p, "passkey", "", err)
