@@ -173,7 +173,11 @@ function sendInput(d) {
 // next key typed goes with it (Ctrl, then c, is ^C). An arrow is what the
 // terminal's cursor-key mode asks for, as xterm.js itself sends it.
 let ctrlNext = false;
-function setCtrl(on) { ctrlNext = on; $('#keys [data-key="ctrl"]').classList.toggle("on", on); }
+function setCtrl(on) {
+  ctrlNext = on;
+  const b = $('#keys [data-key="ctrl"]'); // gone once loggedOut replaced the page
+  if (b) b.classList.toggle("on", on);
+}
 function withCtrl(d) {
   setCtrl(false);
   if (d.length !== 1) return d;
