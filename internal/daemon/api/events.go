@@ -214,3 +214,32 @@ func (c *Client) Events(ctx context.Context, ref string, after uint64, fn func(e
 	}
 	return err
 }
+
+// Recheck is how often a long answer (an event stream, a followed audit
+// log, a long wait) checks again that the login or token it was opened
+// with still holds.
+const Recheck = 2 * time.Second
+
+// WhileAllowed returns a context that ends with ctx, or as soon as
+// allowed, asked every interval, says no: the web page's login and the
+// API tokens end the long answers of a login logged out, a token revoked,
+// or a person taken out of the Runner's group.
+func WhileAllowed(ctx context.Context, interval time.Duration, allowed func() bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !allowed() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}

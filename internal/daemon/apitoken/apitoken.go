@@ -61,6 +61,16 @@ type Store struct {
 	st  store.Store
 	now func() time.Time
 	mu  sync.Mutex
+	// every is how often a long answer checks its token again
+	// (api.Recheck; tests shorten it).
+	every time.Duration
+}
+
+func (s *Store) recheck() time.Duration {
+	if s.every > 0 {
+		return s.every
+	}
+	return api.Recheck
 }
 
 // New keeps tokens in st.

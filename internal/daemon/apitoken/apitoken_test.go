@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/internal/base/errdefs"
 	"github.com/paddockhq/paddock/internal/base/store"
@@ -156,5 +157,38 @@ func TestHandler(t *testing.T) {
 	}
 	if code, _ := do("GET", "/v1/sessions", read, "10.0.0.1:1"); code != 200 {
 		t.Fatalf("another address: %d", code)
+	}
+}
+
+// TestLongAnswerEndsWithTheToken: an answer that lasts (an event stream)
+// ends soon after its token is revoked, not when the client hangs up.
+func TestLongAnswerEndsWithTheToken(t *testing.T) {
+	s := New(store.NewMemory())
+	s.every = 20 * time.Millisecond
+	tok, info, _ := s.Create(1000, api.ScopeRead, "")
+	started, ended := make(chan struct{}), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		close(ended)
+	})
+	h := s.Handler(mux, func(uid uint32) (people.Person, error) { return people.Person{UID: uid, Name: "alice"}, nil })
+	r := httptest.NewRequest("GET", "/v1/events", nil)
+	r.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	go h.ServeHTTP(httptest.NewRecorder(), r)
+	<-started
+	select {
+	case <-ended:
+		t.Fatal("the answer ended while its token held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := s.Remove(1000, false, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the answer outlived its token")
 	}
 }

@@ -29,7 +29,9 @@ const (
 // route must be one of api.Routes whose scope the token's allows
 // (api.ScopeOf); it is then made as the token's person (who: checked on
 // every request), with Via "token ID" for the audit log. Everything else
-// is refused with the reason, before mux sees it.
+// is refused with the reason, before mux sees it. A long answer (events,
+// a followed audit log) ends within api.Recheck of the token's revocation
+// or its person's removal.
 func (s *Store) Handler(mux *http.ServeMux, who func(uint32) (people.Person, error)) http.Handler {
 	lim := faillimit.New(maxFailures, failWindow, maxTracked)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +76,18 @@ func (s *Store) Handler(mux *http.ServeMux, who func(uint32) (people.Person, err
 			return
 		}
 		p.Via = "token " + info.ID
-		mux.ServeHTTP(w, r.WithContext(people.With(r.Context(), p)))
+		// A long answer ends when the token is revoked or its person
+		// leaves the group.
+		tok := secret.New(strings.TrimSpace(v))
+		ctx, cancel := api.WhileAllowed(r.Context(), s.recheck(), func() bool {
+			if _, err := s.Check(tok); err != nil {
+				return false
+			}
+			_, err := who(info.UID)
+			return err == nil
+		})
+		defer cancel()
+		mux.ServeHTTP(w, r.WithContext(people.With(ctx, p)))
 	})
 }
 

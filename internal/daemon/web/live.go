@@ -99,10 +99,10 @@ type pendingCount struct {
 func (s *Server) liveRoutes(mux *http.ServeMux) {
 	if ev, ok := s.b.(api.Eventer); ok {
 		mux.Handle("GET /api/events", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			api.ServeEvents(w, r, ev, "")
+			s.stream(w, r, ev, "")
 		})))
 		mux.Handle("GET /api/sessions/{ref}/events", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			api.ServeEvents(w, r, ev, r.PathValue("ref"))
+			s.stream(w, r, ev, r.PathValue("ref"))
 		})))
 	}
 	if t, ok := s.b.(api.TurnReader); ok {
@@ -110,4 +110,24 @@ func (s *Server) liveRoutes(mux *http.ServeMux) {
 			return t.LastTurn(r.Context(), r.PathValue("ref"))
 		})))
 	}
+}
+
+// stream serves an event stream for as long as the login that opened it
+// holds: it is checked again every api.Recheck, so a logout, the cookie's
+// end or a person taken out of the group ends it.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, ev api.Eventer, ref string) {
+	every := s.recheck
+	if every == 0 {
+		every = api.Recheck
+	}
+	ctx, cancel := api.WhileAllowed(r.Context(), every, func() bool {
+		uid, cookie, key := s.valid(r)
+		if !cookie || !key {
+			return false
+		}
+		_, err := s.who(uid)
+		return err == nil
+	})
+	defer cancel()
+	api.ServeEvents(w, r.WithContext(ctx), ev, ref)
 }

@@ -106,10 +106,12 @@ func TestNeedsYouFirst(t *testing.T) {
 
 // TestPageEvents: the page's event stream needs the login's key like any
 // request, is asked as the logged-in person, and carries the hub's events
-// as server-sent events; the last turn is served as the API's.
+// as server-sent events; the last turn is served as the API's; a logout
+// ends the open stream.
 func TestPageEvents(t *testing.T) {
 	lb := &liveBackend{fakeBackend: &fakeBackend{}, hub: events.New()}
 	st := siteWith(t, lb)
+	st.s.recheck = 20 * time.Millisecond
 	hs := st.Server
 	c := loggedInAs(t, st, 1234)
 
@@ -135,7 +137,17 @@ func TestPageEvents(t *testing.T) {
 	}
 	lb.hub.ActivityChanged("abc", "demo", activity.Activity{State: activity.Working}, activity.Activity{State: activity.Waiting, Since: time.Now()})
 	got := make(chan events.Event, 4)
-	go api.ReadEvents(bufio.NewReader(resp.Body), func(e events.Event) bool { got <- e; return true })
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		api.ReadEvents(bufio.NewReader(resp.Body), func(e events.Event) bool {
+			select {
+			case got <- e:
+			default:
+			}
+			return true
+		})
+	}()
 	for seen := map[events.Type]bool{}; !seen[events.TurnEnded]; {
 		select {
 		case e := <-got:
@@ -157,6 +169,21 @@ func TestPageEvents(t *testing.T) {
 	tr.Body.Close()
 	if tr.StatusCode != 200 || res.Turn.Prompt != "hi" || len(res.Turn.Parts) != 1 || !res.Done {
 		t.Fatalf("the turn: %d %+v", tr.StatusCode, res)
+	}
+
+	// Logged out: the open stream ends (its login is checked again).
+	lo, _ := http.NewRequest("POST", hs.URL+"/logout", nil)
+	lo.Header.Set("X-Paddock", "1")
+	if r, err := c.Do(lo); err != nil || r.StatusCode != 200 {
+		t.Fatalf("logout: %v %v", r, err)
+	}
+	select {
+	case <-ended:
+		if ctx.Err() != nil {
+			t.Fatal("the stream outlived the login")
+		}
+	case <-ctx.Done():
+		t.Fatal("the stream outlived the login")
 	}
 }
 
@@ -222,7 +249,7 @@ func TestURLLoginAudited(t *testing.T) {
 	}
 	ab.mu.Lock()
 	defer ab.mu.Unlock()
-	if got := strings.Join(ab.logins, "; "); got != "u1300 url used false;  url  true" {
+	if got := strings.Join(ab.logins, "; "); got != "u1300 url used false;  url refused true" {
 		t.Fatalf("audited: %q", got)
 	}
 }

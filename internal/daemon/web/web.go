@@ -129,6 +129,9 @@ type Server struct {
 	secure bool
 	// pk is the passkeys, when EnablePasskeys turned them on (passkey.go).
 	pk *passkeys
+	// recheck is how often an event stream checks its login again
+	// (api.Recheck; tests shorten it).
+	recheck time.Duration
 }
 
 // New makes a server with no login yet (NewLogin makes one); who turns a
