@@ -213,6 +213,13 @@ func (s *Server) previewHandler(pv *preview) http.Handler {
 			stripPaddockCookies(pr.Out)
 			pr.Out.Header.Del(KeyHeader)
 		},
+		// Cookies are not scoped by port: a box's Set-Cookie of one of
+		// paddock's names would land on the page's (or another
+		// preview's) cookie. It is dropped; the app's own pass.
+		ModifyResponse: func(resp *http.Response) error {
+			dropPaddockSetCookies(resp.Header)
+			return nil
+		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return s.b.(PortDialer).DialPort(ctx, pv.key.session, pv.key.box)
@@ -286,7 +293,33 @@ func (s *Server) enterPreview(w http.ResponseWriter, r *http.Request, pv *previe
 	s.pv.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c, Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteStrictMode, MaxAge: int(CookieTTL / time.Second)})
 	w.Header().Set("Cache-Control", "no-store")
+	// This origin (a port) may have served another box before, whose
+	// storage or service worker would then meet this one's app.
+	w.Header().Set("Clear-Site-Data", `"storage"`)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// dropPaddockSetCookies takes out of a box's answer every Set-Cookie of
+// one of paddock's cookie names.
+func dropPaddockSetCookies(h http.Header) {
+	all := h.Values("Set-Cookie")
+	if len(all) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, v := range all {
+		c, err := http.ParseSetCookie(v)
+		if err == nil && (c.Name == CookieName || strings.HasPrefix(c.Name, previewCookiePrefix)) {
+			continue
+		}
+		if err != nil { // unparseable: the browser would take its name as written
+			name, _, _ := strings.Cut(v, "=")
+			if n := strings.TrimSpace(name); n == CookieName || strings.HasPrefix(n, previewCookiePrefix) {
+				continue
+			}
+		}
+		h.Add("Set-Cookie", v)
+	}
 }
 
 // stripPaddockCookies takes paddock's own cookies (the page's login, every

@@ -57,6 +57,11 @@ func boxApp(name string) *httptest.Server {
 	mux.HandleFunc("GET /request", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s\ncookie=%s\nkey=%s\n", r.Host, r.Header.Get("Cookie"), r.Header.Get(KeyHeader))
 	})
+	mux.HandleFunc("GET /setcookies", func(w http.ResponseWriter, _ *http.Request) {
+		for _, c := range []string{CookieName + "=evil; Path=/", previewCookiePrefix + "1=evil", "app=ok; Path=/", CookieName + "=x; Path=/; Max-Age=bogus"} {
+			w.Header().Add("Set-Cookie", c)
+		}
+	})
 	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {
@@ -133,6 +138,19 @@ func TestPreview(t *testing.T) {
 	if code, body := pget(t, b, link); code != 200 || body != "served by app" {
 		t.Fatalf("entering the preview: %d %q", code, body)
 	}
+	// Entering clears what an earlier box on this origin may have left.
+	noFollow := &http.Client{Jar: b.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	{
+		_, l2 := previewLinkFor(t, srv, c, 5173)
+		resp, err := noFollow.Get(l2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Clear-Site-Data") != `"storage"` {
+			t.Fatalf("entering: %d, Clear-Site-Data %q", resp.StatusCode, resp.Header.Get("Clear-Site-Data"))
+		}
+	}
 	if code, body := pget(t, b, link); code != 401 || !strings.Contains(body, "used, expired") {
 		t.Fatalf("a used link: %d %q", code, body)
 	}
@@ -144,6 +162,15 @@ func TestPreview(t *testing.T) {
 	}
 	if strings.Contains(body, CookieName) || strings.Contains(body, previewCookiePrefix) {
 		t.Fatalf("paddock's cookies reached the box: %q", body)
+	}
+	// The box may set its own cookies, never one of paddock's names.
+	sc, err := b.Get(root + "/setcookies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Body.Close()
+	if got := sc.Header.Values("Set-Cookie"); len(got) != 1 || got[0] != "app=ok; Path=/" {
+		t.Fatalf("the box's Set-Cookie through the preview: %q", got)
 	}
 	// A key sent by a client that has one does not reach the box either.
 	req, _ := http.NewRequest("GET", root+"/request", nil)
