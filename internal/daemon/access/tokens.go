@@ -94,8 +94,8 @@ func (g *Guard) WebEnroll(ctx context.Context, user string) (string, error) {
 }
 
 // RecordWebLogin records a login to the web page, by passkey or by a
-// one-time URL (ActionWebLogin, Detail "used", beside the entry of the
-// URL's making), or its refusal.
+// one-time URL (ActionWebLogin, Detail "used" or "refused", beside the
+// entry of the URL's making), or its refusal.
 func (g *Guard) RecordWebLogin(p people.Person, how, detail string, err error) {
 	if how == "url" { // beside the entry of the URL's making
 		g.record(p, audit.ActionWebLogin, nil, err, func(e *audit.Entry) { e.Detail = detail })

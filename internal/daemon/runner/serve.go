@@ -155,11 +155,6 @@ func (r *Runner) WebAddr() string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(r.webAddr.(*net.TCPAddr).Port))
 }
 
-// passkeyConfig is where passkeys work: on the first of web.hosts over
-// TLS (every name of web.hosts an origin), or on localhost when the page
-// is on loopback without TLS (browsers take http://localhost as secure).
-// WebAuthn takes no IP address as the relying party: with neither, there
-// are no passkeys.
 // Passkeys reports whether the page takes passkeys (paddock web enroll):
 // over TLS by a name of web.hosts, or on loopback as localhost.
 func (r *Runner) Passkeys() bool {
@@ -170,6 +165,11 @@ func (r *Runner) Passkeys() bool {
 	return ok
 }
 
+// passkeyConfig is where passkeys work: on the first of web.hosts over
+// TLS (every name of web.hosts an origin), or on localhost when the page
+// is on loopback without TLS (browsers take http://localhost as secure).
+// WebAuthn takes no IP address as the relying party: with neither, there
+// are no passkeys.
 func (r *Runner) passkeyConfig() (web.PasskeyConfig, bool) {
 	port := strconv.Itoa(r.webAddr.(*net.TCPAddr).Port)
 	var names []string

@@ -51,7 +51,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.who(g.uid) // the person now: one taken out of the group meanwhile is refused
 	if err != nil {
-		s.audit(people.Person{UID: g.uid}, "url", "", err)
+		s.audit(people.Person{UID: g.uid}, "url", "refused", err)
 		http.Error(w, "paddock: "+err.Error(), http.StatusForbidden)
 		return
 	}
