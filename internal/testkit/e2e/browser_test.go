@@ -50,7 +50,8 @@ func waitTerminal(t *testing.T, ctx context.Context, want string) {
 
 // TestWebPageInChromium: log in with the printed URL, open a session, type
 // a prompt, see the fake upstream's answer drawn; an observer tab sees it
-// too and cannot type. Screenshots are saved as artifacts.
+// too and cannot type, and has no message box nor the key row's keys.
+// Screenshots are saved as artifacts.
 func TestWebPageInChromium(t *testing.T) {
 	chromium := testenv.LookPath(t, "chromium")
 	e := newEnv(t)
@@ -97,6 +98,10 @@ func TestWebPageInChromium(t *testing.T) {
 	time.Sleep(time.Second)
 	if s := e.screen(name); strings.Contains(s, "observer was here") {
 		t.Fatalf("the observer's keys reached claude:\n%s", s)
+	}
+	// Nor is it offered a message box or the key row's keys.
+	if v, _ := chromedp.Run(octx, chromedp.Evaluate[string](`getComputedStyle(document.getElementById("message")).display + " " + document.querySelector('#keys [data-key="esc"]').disabled`)); v != "none true" {
+		t.Fatalf("the observer's message box and keys: %q", v)
 	}
 	screenshot(t, octx, "web-observer.png")
 

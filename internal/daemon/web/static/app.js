@@ -19,6 +19,7 @@ const key = () => localStorage.getItem(KEY) || "";
 // loggedOut replaces the page with what the Runner said, and forgets the key.
 function loggedOut(text) {
   localStorage.removeItem(KEY);
+  if (typeof stopEvents === "function") stopEvents(); // live.js
   closeSession();
   document.body.textContent = text;
 }

@@ -8,21 +8,46 @@
 // --- The event stream -------------------------------------------------
 // Read with fetch: an EventSource can send no header, and the page's key
 // is one. A dropped stream is opened again after the last event seen
-// (Last-Event-ID), so nothing in between is lost while the Runner keeps it.
+// (Last-Event-ID), so nothing in between is lost while the Runner keeps
+// it. A stream silent for longer than the Runner's heartbeat allows (a
+// phone that changed networks, a connection half open) is dropped and
+// opened again, as it is when the browser comes back online or the tab
+// is shown again. One tab of this origin holds the stream (a Web Lock)
+// and passes each event to the others (a BroadcastChannel): a browser
+// keeps few connections open to one host, and each tab would hold one.
 let lastEventId = "";
+let streamAbort = null;  // ends the open stream
+let streamStopped = false; // logged out: no more streams
+const SILENCE = 40000;     // the Runner sends a line at least every 15 s
+const channel = "BroadcastChannel" in window ? new BroadcastChannel("paddock-events") : null;
+if (channel) {
+  channel.onmessage = (m) => {
+    const d = m.data || {};
+    if (typeof d.type !== "string" || !d.ev) return;
+    if (d.ev.seq) lastEventId = String(d.ev.seq); // where to go on if this tab takes the stream over
+    onEvent(d.type, d.ev, false);
+  };
+}
+
 async function streamEvents() {
-  for (;;) {
+  while (!streamStopped) {
+    const ac = new AbortController();
+    streamAbort = ac;
+    let timer = 0;
+    const alive = () => { clearTimeout(timer); timer = setTimeout(() => ac.abort(), SILENCE); };
     try {
+      alive();
       const headers = { "X-Paddock-Key": key() };
       if (lastEventId) headers["Last-Event-ID"] = lastEventId;
-      const r = await fetch("/api/events", { headers });
-      if (r.status === 401) return; // logged out: the next call says so
+      const r = await fetch("/api/events", { headers, signal: ac.signal });
+      if (r.status === 401) { streamStopped = true; break; } // logged out: the next call says so
       if (!r.ok || !r.body) throw new Error(r.statusText);
       const rd = r.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
       for (;;) {
         const { value, done } = await rd.read();
         if (done) break;
+        alive();
         buf += value;
         let i;
         while ((i = buf.indexOf("\n\n")) >= 0) {
@@ -34,12 +59,41 @@ async function streamEvents() {
             else if (line.startsWith("data: ")) data += line.slice(6);
           }
           if (id) lastEventId = id;
-          if (type && data) { try { onEvent(type, JSON.parse(data)); } catch (e) { /* one bad event is skipped */ } }
+          if (!type || !data) continue;
+          let ev;
+          try { ev = JSON.parse(data); } catch (e) { continue; } // one bad event is skipped
+          onEvent(type, ev, true);
+          if (channel) channel.postMessage({ type, ev });
         }
       }
     } catch (e) { /* opened again below */ }
-    await new Promise((res) => setTimeout(res, 2000));
+    clearTimeout(timer);
+    const again = ac.signal.aborted && !streamStopped && streamAbort !== ac; // reconnect() asked: at once
+    if (!streamStopped && !again) await new Promise((res) => setTimeout(res, 2000));
   }
+}
+
+// reconnect drops the open stream and opens it again at once.
+function reconnect() {
+  const ac = streamAbort;
+  streamAbort = null;
+  if (ac) ac.abort();
+}
+window.addEventListener("online", reconnect);
+document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") reconnect(); });
+
+// stopEvents ends the stream for good (app.js's loggedOut).
+function stopEvents() {
+  streamStopped = true;
+  if (streamAbort) streamAbort.abort();
+  if (channel) channel.close();
+}
+
+function startEvents() {
+  // The lock is held while streamEvents runs: until this tab closes or
+  // is logged out; then another tab takes the stream over.
+  if (navigator.locks && window.isSecureContext) navigator.locks.request("paddock-events", () => streamEvents()).catch(() => {});
+  else startEvents();
 }
 
 let listTimer = null;
@@ -48,18 +102,21 @@ function refreshList() { // many events at once refresh the list once
   listTimer = setTimeout(() => { listTimer = null; showList().catch(() => {}); }, 150);
 }
 
-function onEvent(type, ev) {
+// onEvent updates the page for an event; the tab that holds the stream
+// (lead) also tells the person.
+function onEvent(type, ev, lead) {
   const a = ev.activity || {};
+  const tell = lead ? notify : () => {};
   switch (type) {
     case "turn.ended":
-      if (a.state === "waiting") notify(ev, "waiting", ev.name + " is waiting for you", "Claude finished its turn.");
+      if (a.state === "waiting") tell(ev, "waiting", ev.name + " is waiting for you", "Claude finished its turn.");
       break;
     case "activity":
-      if (a.state === "exited") notify(ev, "exited", ev.name + ": claude exited", a.reason || "exit status " + (a.signal || a.exit_status || 0));
+      if (a.state === "exited") tell(ev, "exited", ev.name + ": claude exited", a.reason || "exit status " + (a.signal || a.exit_status || 0));
       break;
     case "egress.pending":
       showPending().catch(() => {});
-      notify(ev, "egress", ev.name + " asks to reach " + ev.host + ":" + ev.port, "Approve or deny it on the page; unanswered, it is refused.");
+      tell(ev, "egress", ev.name + " asks to reach " + ev.host + ":" + ev.port, "Approve or deny it on the page; unanswered, it is refused.");
       break;
     case "lagged":
       showPending().catch(() => {});
@@ -100,8 +157,13 @@ if ("serviceWorker" in navigator) {
   if (canNotify()) startWorker();
 }
 
+// STALE: an event older than this (one a reconnected stream replays) is
+// not told: its approval has timed out, its turn was likely answered.
+const STALE = 90000;
+
 function notify(ev, kind, title, body) {
   if (!canNotify()) return;
+  if (ev.time && Date.now() - new Date(ev.time) > STALE) return;
   // A turn's end is on the screen of a person watching that session; an
   // exit or an approval is told anyway (an approval times out).
   if (kind === "waiting" && document.visibilityState === "visible" && document.hasFocus() && currentSession && currentSession.name === ev.name) return;
@@ -149,7 +211,7 @@ async function loadTurn(name) {
   let r;
   try { r = await call("GET", "/api/sessions/" + encodeURIComponent(name) + "/turn"); }
   catch (e) {
-    if (my !== turnSeq) return;
+    if (my !== turnSeq || !currentSession) return; // a logout replaced the page
     $("#turnState").textContent = ""; $("#turnPrompt").textContent = e.message; $("#turnParts").textContent = "";
     return;
   }
@@ -178,4 +240,4 @@ document.addEventListener("paddock:session", () => {
   loadTurn(s.name);
 });
 
-streamEvents();
+startEvents();
