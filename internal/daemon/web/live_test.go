@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +252,29 @@ func TestURLLoginAudited(t *testing.T) {
 	defer ab.mu.Unlock()
 	if got := strings.Join(ab.logins, "; "); got != "u1300 url used false;  url refused true" {
 		t.Fatalf("audited: %q", got)
+	}
+}
+
+// TestWorkerHandlesNoRequest: the page's service worker only shows
+// notifications: it has no fetch handler (so it can neither cache nor
+// change what the Runner answers), and it is served, like every static
+// file, to a logged-in browser only.
+func TestWorkerHandlesNoRequest(t *testing.T) {
+	sw, err := static.ReadFile("static/sw.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := regexp.MustCompile(`(?m)^\s*//.*$`).ReplaceAllString(string(sw), "")
+	if strings.Contains(code, "fetch") || !strings.Contains(code, `addEventListener("notificationclick"`) {
+		t.Fatalf("sw.js handles more than notifications:\n%s", code)
+	}
+	st, _ := setup(t)
+	resp, err := http.Get(st.URL + "/sw.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("sw.js without a login: %d", resp.StatusCode)
 	}
 }
