@@ -147,7 +147,7 @@ func (d Directory) InGroup(u *user.User) (bool, error) {
 func (d Directory) Lookup(name string) (Person, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		return Person{}, fmt.Errorf("no user %q on this host: %w", name, errdefs.ErrNotFound)
+		return Person{}, fmt.Errorf("no user %q on this host; give the login name of a person of this host (as getent passwd lists them): %w", name, errdefs.ErrNotFound)
 	}
 	id, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
